@@ -1,0 +1,39 @@
+# The book's two everyday commands are `make book` and `make test`; both set up .venv first.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The environment is rebuilt when the pins or the package metadata change.
+INSTALL_KEY := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
+READY := $(VENV)/.ready-$(INSTALL_KEY)
+PORT ?= 8000
+
+.PHONY: setup book test serve clean distclean
+
+setup: $(READY)
+
+$(READY): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@# Build matplotlib's font cache now, or its notice on stderr would fail the first book build.
+	$(BIN)/python -c "import matplotlib.pyplot"
+	@rm -f $(VENV)/.ready-*
+	@touch $@
+
+book: $(READY)
+	$(BIN)/python tools/build_book.py
+
+test: book
+	$(BIN)/python -m pytest
+
+serve: book
+	@echo "Serving _build/html at http://localhost:$(PORT)/ (Ctrl-C stops)"
+	$(BIN)/python -m http.server --directory _build/html $(PORT)
+
+clean:
+	rm -rf _build .pytest_cache .hypothesis
+
+distclean: clean
+	rm -rf $(VENV) src/*.egg-info

@@ -1,0 +1,24 @@
+"""scratchformer: the Transformer from first principles, in NumPy.
+
+The tested package behind the book *Transformer from First Principles*. Each module tells the
+chapter that derives it. Conventions used throughout:
+
+- arrays are batch-first, ``(..., n, d)``, and leading axes broadcast;
+- weights multiply from the right, ``y = x @ W + b`` with ``W`` of shape ``(d_in, d_out)``;
+  PyTorch's ``nn.Linear`` stores ``weight`` as ``(d_out, d_in)`` and computes ``x @ weight.T``;
+- randomness comes only from an ``rng: numpy.random.Generator`` argument.
+"""
+
+from .attention import causal_mask, scaled_dot_product_attention
+from .display import weights_table
+from .functional import softmax
+from .plotting import attention_heatmap
+
+__all__ = [
+    "attention_heatmap",
+    "causal_mask",
+    "scaled_dot_product_attention",
+    "softmax",
+    "weights_table",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,92 @@
+"""Elementwise and row-wise functions the layers are built from.
+
+The book's chapter "Scaled dot-product attention" (``book/scaled_dot_product_attention.md``)
+derives the numerically stable softmax implemented here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
+
+from ._validation import as_float_array
+
+__all__ = ["softmax"]
+
+
+def softmax(x, axis=-1):
+    r"""Softmax along one axis, stable for logits of any magnitude.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n, ...)
+        Logits. Floating dtypes are kept (float32 in, float32 out); integers become float64.
+        Entries may be ``-inf`` (weight exactly zero), but not NaN or ``+inf``, and every slice
+        along ``axis`` needs at least one finite entry.
+    axis : int, default -1
+        The axis along which the weights sum to one.
+
+    Returns
+    -------
+    weights : ndarray, same shape as ``x``
+        Non-negative, summing to 1 along ``axis``.
+
+    Raises
+    ------
+    TypeError
+        For complex, object or other non-real input.
+    ValueError
+        For NaN or ``+inf`` entries, for a slice whose entries are all ``-inf`` (its softmax is
+        undefined: ``0 / 0``), or for an empty axis.
+
+    Notes
+    -----
+    .. math:: \operatorname{softmax}(x)_i = \frac{e^{x_i - m}}{\sum_j e^{x_j - m}},
+              \qquad m = \max_j x_j .
+
+    Subtracting the row maximum :math:`m` changes nothing mathematically (the factor
+    :math:`e^{-m}` cancels) but makes every exponent :math:`\le 0`, so ``exp`` cannot overflow
+    and the denominator is at least 1. Derived in the chapter "Scaled dot-product attention".
+    """
+    x = as_float_array(x, "x")
+    if x.ndim == 0:
+        raise ValueError("softmax needs at least one axis, got a 0-d array")
+    axis = normalize_axis_index(axis, x.ndim)
+    if x.shape[axis] == 0:
+        raise ValueError(f"softmax over an empty axis {axis} of shape {x.shape} is undefined")
+    if np.isnan(x).any() or np.isposinf(x).any():
+        raise ValueError("softmax input must not contain NaN or +inf")
+    weights = x.copy()
+    empty = softmax_inplace(weights, axis)
+    if empty.any():
+        raise ValueError(
+            f"softmax of a slice whose entries are all -inf is undefined (0/0); "
+            f"{int(empty.sum())} such slice(s) along axis {axis} of an array of shape {x.shape}"
+        )
+    return weights
+
+
+def softmax_inplace(scores: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Overwrite ``scores`` with its softmax along ``axis``.
+
+    Returns a boolean array (``scores``' shape, ``axis`` of length 1), True for
+    the slices that were all ``-inf`` (a query that may attend to nothing); those
+    are set to zeros. ``scores`` must be floating, without NaN; ``+inf`` raises
+    ``ValueError``. The kernel behind :func:`softmax` and the attention functions.
+    """
+    row_max = scores.max(axis=axis, keepdims=True)
+    if np.isposinf(row_max).any():
+        raise ValueError(
+            f"scores contain +inf: they overflowed {scores.dtype} "
+            "(scale the inputs down or compute in float64)"
+        )
+    empty = np.isneginf(row_max)
+    # An all -inf slice stays -inf below, and exp(-inf) = 0:
+    row_max[empty] = 0.0
+    scores -= row_max  # every entry is now <= 0, so exp cannot overflow
+    np.exp(scores, out=scores)
+    # The maximum contributes exp(0) = 1, so total >= 1 ...
+    total = scores.sum(axis=axis, keepdims=True)
+    total[empty] = 1.0  # ... except in empty slices, which stay all zero
+    scores /= total
+    return empty
