@@ -6,13 +6,27 @@ skip) under CI when Chromium is missing.
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+import yaml
 
 pytestmark = pytest.mark.browser
 
-CHAPTERS = ["book/intro.html", "book/scaled_dot_product_attention.html"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def toc_pages():
+    """Every page of the book, read from _toc.yml, as paths of the built site."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files += [chapter["file"] for chapter in part["chapters"]]
+    return [f"{file}.html" for file in files]
+
+
+PAGES = toc_pages()
 
 
 def visit(browser, site_url, path):
@@ -40,7 +54,11 @@ def wait_for_mathjax(page):
         timeout=20_000)
 
 
-@pytest.mark.parametrize("path", CHAPTERS)
+def test_every_page_of_the_toc_is_tested():
+    assert "book/scaled_dot_product_attention.html" in PAGES and len(PAGES) >= 3
+
+
+@pytest.mark.parametrize("path", PAGES)
 def test_page_loads_everything_locally(browser, site_url, path):
     page, problems = visit(browser, site_url, path)
     page.close()

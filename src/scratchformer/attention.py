@@ -111,15 +111,17 @@ def attention_kernel(q, k, v, mask=None):
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     # A Python float, so that float32 inputs stay float32:
     scale = 1.0 / math.sqrt(d_k)
-    # (..., n_q, d_k) @ (..., d_k, n_k) -> (..., n_q, n_k)
-    scores = (q * scale) @ np.swapaxes(k, -1, -2)
-    if scores.shape != (*batch, n_q, n_k):  # v alone had more batch axes
-        scores = np.broadcast_to(scores, (*batch, n_q, n_k)).copy()
-    if mask is not None and mask.dtype == np.bool_:
-        # Blocked pairs score -inf: their weight will be exactly 0.
-        np.copyto(scores, -np.inf, where=np.logical_not(mask))
-    elif mask is not None:
-        scores += mask  # a float mask: 0 allows, -inf blocks
+    # Overflow shows up as +-inf scores, which the softmax reports.
+    with np.errstate(over="ignore"):
+        # (..., n_q, d_k) @ (..., d_k, n_k) -> (..., n_q, n_k)
+        scores = (q * scale) @ np.swapaxes(k, -1, -2)
+        if scores.shape != (*batch, n_q, n_k):  # v alone had more batch axes
+            scores = np.broadcast_to(scores, (*batch, n_q, n_k)).copy()
+        if mask is not None and mask.dtype == np.bool_:
+            # Blocked pairs score -inf: their weight will be exactly 0.
+            np.copyto(scores, -np.inf, where=np.logical_not(mask))
+        elif mask is not None:
+            scores += mask  # a float mask: 0 allows, -inf blocks
 
     # The softmax overwrites the scores, which are not needed afterwards.
     weights = scores

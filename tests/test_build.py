@@ -1,0 +1,78 @@
+"""The build pipeline: a change to the package must re-execute the chapters.
+
+Jupyter Book's execution cache keys a chapter on its own code cells, so without
+``tools/build_book.py`` (the recipe of ``make book``) an edit to ``src/`` would be served the
+old, cached outputs. The end-to-end test builds a scratch copy of the book, breaks the package
+in the copy without touching any chapter, and requires the next build to fail.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SKIP = shutil.ignore_patterns(".venv", "_build", ".git", "__pycache__", ".pytest_cache",
+                              ".hypothesis", "*.egg-info")
+
+
+def load_build_module():
+    spec = importlib.util.spec_from_file_location("build_book", ROOT / "tools" / "build_book.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_fingerprint_follows_the_package_and_nothing_else(tmp_path):
+    build = load_build_module()
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT, repo, ignore=SKIP)
+    before = build.fingerprint(repo)
+    assert build.fingerprint(repo) == before
+
+    (repo / "src" / "scratchformer" / "__pycache__").mkdir()
+    (repo / "src" / "scratchformer" / "__pycache__" / "x.pyc").write_bytes(b"compiled")
+    (repo / "book" / "intro.md").write_text("chapters are cached on their own cells\n")
+    assert build.fingerprint(repo) == before
+
+    module = repo / "src" / "scratchformer" / "attention.py"
+    module.write_text(module.read_text() + "\n# an edit\n")
+    after_edit = build.fingerprint(repo)
+    assert after_edit != before
+    (repo / "src" / "scratchformer" / "new_module.py").write_text("")
+    assert build.fingerprint(repo) != after_edit
+    (repo / "requirements.txt").write_text("numpy\n")
+    assert build.fingerprint(repo) not in (before, after_edit)
+
+
+@pytest.mark.build
+def test_breaking_the_package_fails_the_next_build(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT, repo, ignore=SKIP)
+
+    def build():
+        return subprocess.run([sys.executable, "tools/build_book.py"], cwd=repo,
+                              capture_output=True, text=True, timeout=900)
+
+    first = build()
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert (repo / "_build" / "html" / ".nojekyll").exists()
+    cached = build()  # nothing changed: served from the cache, nothing executed
+    assert cached.returncode == 0 and "Executing notebook" not in cached.stdout + cached.stderr
+
+    # A plausible bug: forget the 1/sqrt(d_k). No chapter file changes.
+    module = repo / "src" / "scratchformer" / "attention.py"
+    source = module.read_text()
+    assert "scale = 1.0 / math.sqrt(d_k)" in source
+    module.write_text(source.replace("scale = 1.0 / math.sqrt(d_k)", "scale = 1.0"))
+
+    broken = build()
+    log = broken.stdout + broken.stderr
+    assert "re-executing every chapter" in log
+    assert broken.returncode != 0, "a broken package built a book from stale outputs"
+    assert "AssertionError" in log  # a claim of the chapter caught the bug

@@ -1,0 +1,77 @@
+"""Tests for scratchformer.plotting and scratchformer.display: what the figures and tables show."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from scratchformer import attention_heatmap, weights_table  # noqa: E402
+
+TOKENS = ["the", "cat", "sat"]
+WEIGHTS = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [1 / 3, 1 / 3, 1 / 3]])
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_heatmap_draws_the_weights_with_their_labels():
+    fig = attention_heatmap(WEIGHTS, TOKENS, title="demo")
+    assert isinstance(fig, Figure)
+    heatmap, colorbar = fig.axes  # the heatmap and its colour bar
+    assert [t.get_text() for t in heatmap.get_xticklabels()] == TOKENS
+    assert [t.get_text() for t in heatmap.get_yticklabels()] == TOKENS
+    assert heatmap.get_title() == "demo"
+    assert heatmap.get_xlabel().startswith("key") and heatmap.get_ylabel().startswith("query")
+    np.testing.assert_array_equal(heatmap.images[0].get_array(), WEIGHTS)
+    assert heatmap.images[0].get_clim() == (0.0, 1.0)  # weights on one fixed scale
+    texts = [t.get_text() for t in heatmap.texts]
+    assert texts == [f"{w:.2f}" for w in WEIGHTS.ravel()]
+    assert colorbar.get_ylabel() == "attention weight"
+
+
+def test_heatmap_for_cross_attention_and_without_annotations():
+    fig = attention_heatmap(WEIGHTS[:2], ["a", "b"], TOKENS, annotate=False)
+    (heatmap, _) = fig.axes
+    assert [t.get_text() for t in heatmap.get_yticklabels()] == ["a", "b"]
+    assert [t.get_text() for t in heatmap.get_xticklabels()] == TOKENS
+    assert len(heatmap.texts) == 0
+
+
+def test_heatmap_draws_on_given_axes():
+    fig, ax = plt.subplots()
+    assert attention_heatmap(WEIGHTS, ax=ax) is fig
+    assert ax.images[0].get_array().shape == (3, 3)
+
+
+@pytest.mark.parametrize("weights, labels, message", [
+    (np.ones(3), None, r"shape \(n_q, n_k\)"),
+    (WEIGHTS, ["a", "b"], "query_labels has 2 labels for 3"),
+])
+def test_heatmap_rejects_bad_input(weights, labels, message):
+    with pytest.raises(ValueError, match=message):
+        attention_heatmap(weights, labels)
+
+
+def test_weights_table():
+    lines = weights_table(WEIGHTS, TOKENS).splitlines()
+    assert lines[0] == "| query \\ key | `the` | `cat` | `sat` |"
+    assert len(lines) == 2 + 3
+    assert lines[2] == "| `the` | **0.70** | 0.20 | 0.10 |"
+    assert lines[3] == "| `cat` | 0.10 | **0.80** | 0.10 |"
+    assert lines[4] == "| `sat` | 0.33 | 0.33 | 0.33 |"  # uniform: nothing stands out
+    tied = weights_table(np.array([[0.4, 0.4, 0.2]]), ["q"], TOKENS, digits=1).splitlines()
+    assert tied[2] == "| `q` | **0.4** | **0.4** | 0.2 |"
+
+
+def test_weights_table_rejects_mismatched_labels():
+    with pytest.raises(ValueError, match="2 query and 3 key labels"):
+        weights_table(WEIGHTS, ["a", "b"], TOKENS)
