@@ -99,9 +99,10 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 
 
 def attention_kernel(q, k, v, mask=None):
-    """The arithmetic of :func:`scaled_dot_product_attention`, on checked inputs.
+    """The arithmetic of :func:`scaled_dot_product_attention`.
 
-    ``q``, ``k``, ``v``: floating arrays of one dtype, leading axes broadcastable.
+    Inputs are already checked. ``q``, ``k``, ``v``: floating arrays of one
+    dtype whose leading axes broadcast.
     ``mask``: None, boolean, or floating of that dtype, broadcastable to the
     scores ``(..., n_q, n_k)``. Layers built on attention validate their inputs
     once and call this.

@@ -69,10 +69,11 @@ def softmax(x, axis=-1):
 def softmax_inplace(scores: np.ndarray, axis: int = -1) -> np.ndarray:
     """Overwrite ``scores`` with its softmax along ``axis``.
 
-    Returns a boolean array (``scores``' shape, ``axis`` of length 1), True for
-    the slices that were all ``-inf`` (a query that may attend to nothing); those
-    are set to zeros. ``scores`` must be floating, without NaN; ``+inf`` raises
-    ``ValueError``. The kernel behind :func:`softmax` and the attention functions.
+    Returns a boolean array (``scores``' shape, ``axis`` of length 1), True
+    for the slices that were all ``-inf`` (a query that may attend to
+    nothing); those are set to zeros. ``scores`` must be floating, without
+    NaN; ``+inf`` raises ``ValueError``. The kernel behind :func:`softmax` and
+    the attention functions.
     """
     row_max = scores.max(axis=axis, keepdims=True)
     if np.isposinf(row_max).any():
