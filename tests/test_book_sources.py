@@ -38,3 +38,25 @@ def test_shown_code_fits_the_page(chapter, path, name):
     lines = source.splitlines()[node.lineno - 1:node.end_lineno]
     too_long = [line for line in lines if len(line) > 79]
     assert too_long == [], f"{chapter} shows {name} with lines wider than the page"
+
+
+def code_cell_lines(chapter: Path):
+    """(line number, text) of the source lines of every code cell, metadata excluded."""
+    in_cell = in_metadata = False
+    for number, line in enumerate(chapter.read_text().splitlines(), start=1):
+        if line.startswith("```{code-cell}"):
+            in_cell, in_metadata, first = True, False, True
+            continue
+        if in_cell and line.startswith("```"):
+            in_cell = False
+        elif in_cell and line == "---":
+            in_metadata = first or not in_metadata
+        elif in_cell and not in_metadata and not line.startswith(":tags:"):
+            yield number, line
+        first = False
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name for c in CHAPTERS])
+def test_code_cells_fit_the_page(chapter):
+    too_long = [(n, line) for n, line in code_cell_lines(chapter) if len(line) > 79]
+    assert too_long == [], f"{chapter.name}: code lines wider than the page (79)"
