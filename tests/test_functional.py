@@ -107,3 +107,36 @@ def test_bad_input_is_named(bad, error, message):
 def test_bad_axis():
     with pytest.raises(np.exceptions.AxisError):
         softmax(np.zeros((2, 3)), axis=2)
+
+
+@settings(deadline=None)
+@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=3, max_side=5),
+                  elements=st.floats(-5, 5)))
+def test_softmax_jacobian_matches_finite_differences(x):
+    from scratchformer import softmax_jacobian
+
+    a = softmax(x)
+    jacobian = softmax_jacobian(a)
+    assert jacobian.shape == x.shape + x.shape[-1:]
+    eps = 1e-6
+    for j in range(x.shape[-1]):
+        step = np.zeros(x.shape[-1])
+        step[j] = eps
+        column = (softmax(x + step) - softmax(x - step)) / (2 * eps)  # d a / d x_j
+        np.testing.assert_allclose(jacobian[..., :, j], column, rtol=0, atol=1e-8)
+    # Symmetric, rows sum to 0 (the weights always sum to 1), and the norm bound of the book.
+    np.testing.assert_allclose(jacobian, np.swapaxes(jacobian, -1, -2), atol=1e-16)
+    np.testing.assert_allclose(jacobian.sum(-1), 0.0, atol=1e-15)
+    norms = np.linalg.norm(jacobian, 2, axis=(-2, -1))
+    assert np.all(norms <= 1 - (a**2).sum(-1) + 1e-12)
+    assert np.all(norms <= 1 - a.max(-1) ** 2 + 1e-12)
+
+
+def test_softmax_jacobian_of_a_one_hot_is_zero_and_rejects_bad_input():
+    from scratchformer import softmax_jacobian
+
+    np.testing.assert_array_equal(softmax_jacobian(np.array([0.0, 1.0, 0.0])), np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="non-negative"):
+        softmax_jacobian(np.array([0.5, -0.5, 1.0]))
+    with pytest.raises(ValueError, match="at least one axis"):
+        softmax_jacobian(np.float64(1.0))

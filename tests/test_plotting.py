@@ -75,3 +75,34 @@ def test_weights_table():
 def test_weights_table_rejects_mismatched_labels():
     with pytest.raises(ValueError, match="2 query and 3 key labels"):
         weights_table(WEIGHTS, ["a", "b"], TOKENS)
+
+
+def test_attention_heads_draws_one_heatmap_per_head():
+    from scratchformer import attention_heads
+
+    weights = np.stack([WEIGHTS, WEIGHTS.T, np.eye(3)])  # (h, n, n)
+    fig = attention_heads(weights, TOKENS, ncols=2, title="three heads")
+    heatmaps = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in heatmaps] == ["head 0", "head 1", "head 2"]
+    for ax, w in zip(heatmaps, weights):
+        np.testing.assert_array_equal(ax.images[0].get_array(), w)
+    assert fig.get_suptitle() == "three heads"
+    assert len(fig.axes) == 2 * 2 + 1  # a 2x2 grid (one cell unused) and one colour bar
+    with pytest.raises(ValueError, match=r"\(h, n_q, n_k\)"):
+        attention_heads(WEIGHTS)
+
+
+def test_curves_draws_each_series():
+    from scratchformer import curves
+
+    x = np.array([1, 2, 4, 8])
+    fig = curves(x, {"measured": x**2, "theory": x**2 + 1}, xlabel="d_k", ylabel="variance",
+                 logx=True, logy=True, styles={"theory": {"ls": "--"}})
+    (ax,) = fig.axes
+    assert [line.get_label() for line in ax.lines] == ["measured", "theory"]
+    np.testing.assert_array_equal(ax.lines[1].get_ydata(), x**2 + 1)
+    assert ax.lines[1].get_linestyle() == "--"
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_xlabel() == "d_k" and ax.get_legend() is not None
+    with pytest.raises(ValueError, match="series 'bad'"):
+        curves(x, {"bad": [1, 2]}, xlabel="x", ylabel="y")

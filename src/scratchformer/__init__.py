@@ -11,14 +11,23 @@ chapter that derives it. Conventions used throughout:
 
 from .attention import causal_mask, scaled_dot_product_attention
 from .display import weights_table
-from .functional import softmax
-from .plotting import attention_heatmap
+from .functional import softmax, softmax_jacobian
+from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .plotting import attention_heads, attention_heatmap, curves
+from .rnn import rnn_influence
 
 __all__ = [
+    "MultiHeadAttention",
+    "attention_heads",
     "attention_heatmap",
     "causal_mask",
+    "curves",
+    "merge_heads",
+    "rnn_influence",
     "scaled_dot_product_attention",
     "softmax",
+    "softmax_jacobian",
+    "split_heads",
     "weights_table",
 ]
 __version__ = "0.1.0"

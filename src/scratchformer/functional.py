@@ -11,7 +11,7 @@ from numpy.lib.array_utils import normalize_axis_index
 
 from ._validation import as_float_array
 
-__all__ = ["softmax"]
+__all__ = ["softmax", "softmax_jacobian"]
 
 
 def softmax(x, axis=-1):
@@ -91,3 +91,33 @@ def softmax_inplace(scores: np.ndarray, axis: int = -1) -> np.ndarray:
     total[empty] = 1.0  # ... except in empty slices, which stay all zero
     scores /= total
     return empty
+
+
+def softmax_jacobian(weights):
+    r"""Jacobian of the softmax, from its output: :math:`J = \operatorname{diag}(a) - a a^\top`.
+
+    Parameters
+    ----------
+    weights : array_like, shape (..., n)
+        Softmax outputs ``a`` (non-negative, summing to 1 along the last axis).
+
+    Returns
+    -------
+    jacobian : ndarray, shape (..., n, n)
+        ``jacobian[..., i, j]`` is :math:`\partial a_i / \partial x_j = a_i(\delta_{ij} - a_j)`.
+
+    Notes
+    -----
+    :math:`J` is symmetric positive semi-definite, so its spectral norm is at most its trace,
+    :math:`1 - \sum_i a_i^2 \le 1 - \max_i a_i^2`: the gradient through a saturated softmax
+    vanishes. Derived in the chapter "Why divide by sqrt(d_k)".
+    """
+    a = as_float_array(weights, "weights")
+    if a.ndim == 0:
+        raise ValueError("weights must have at least one axis")
+    if not np.isfinite(a).all() or (a < 0).any():
+        raise ValueError("weights must be finite and non-negative (outputs of a softmax)")
+    jacobian = -a[..., :, None] * a[..., None, :]  # -a_i a_j: (..., n, n)
+    diagonal = np.einsum("...ii->...i", jacobian)  # a writable view of the diagonal
+    diagonal += a  # + a_i on the diagonal
+    return jacobian

@@ -10,11 +10,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["attention_heatmap"]
+__all__ = ["attention_heatmap", "attention_heads", "curves"]
 
 
 def attention_heatmap(weights, query_labels=None, key_labels=None, *, ax=None, title=None,
-                      annotate=True) -> Figure:
+                      annotate=True, colorbar=True) -> Figure:
     """Draw attention weights as a heatmap, queries down the side and keys along the top.
 
     Parameters
@@ -31,6 +31,8 @@ def attention_heatmap(weights, query_labels=None, key_labels=None, *, ax=None, t
     title : str, optional
     annotate : bool, default True
         Write each weight in its cell (readable for up to ~12 tokens).
+    colorbar : bool, default True
+        Draw the colour bar (a grid of heatmaps shares one).
 
     Returns
     -------
@@ -50,7 +52,8 @@ def attention_heatmap(weights, query_labels=None, key_labels=None, *, ax=None, t
         fig, ax = plt.subplots(figsize=(0.55 * n_k + 2.2, 0.5 * n_q + 1.4), layout="constrained")
     fig = ax.figure
     image = ax.imshow(weights, cmap="Blues", vmin=0.0, vmax=1.0)
-    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
+    if colorbar:
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
     ax.set_xticks(range(n_k), key_labels if key_labels is not None else range(n_k))
     ax.set_yticks(range(n_q), query_labels if query_labels is not None else range(n_q))
     ax.tick_params(axis="x", labelrotation=45 if key_labels is not None else 0)
@@ -63,3 +66,95 @@ def attention_heatmap(weights, query_labels=None, key_labels=None, *, ax=None, t
             ax.text(j, i, f"{w:.2f}", ha="center", va="center", fontsize=8,
                     color="white" if w > 0.55 else "black")
     return fig
+
+
+def attention_heads(weights, query_labels=None, key_labels=None, *, ncols=4, title=None,
+                    annotate=False) -> Figure:
+    """One heatmap per head, in a grid that shares one colour scale.
+
+    Parameters
+    ----------
+    weights : array_like, shape (h, n_q, n_k)
+        The weights of one sequence, e.g. ``MultiHeadAttention.forward(x)[1][0]``.
+    query_labels, key_labels : sequence of str, optional
+        As in :func:`attention_heatmap`.
+    ncols : int, default 4
+        Heads per row of the grid.
+    title : str, optional
+        Title of the whole figure.
+    annotate : bool, default False
+        Write each weight in its cell.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        ``h`` heatmap axes titled ``head 0 .. head h-1``, then one colour-bar axes.
+    """
+    weights = np.asarray(weights, dtype=float)
+    if weights.ndim != 3:
+        raise ValueError(f"weights must have shape (h, n_q, n_k), got shape {weights.shape}")
+    h, n_q, n_k = weights.shape
+    ncols = min(ncols, h)
+    nrows = -(-h // ncols)
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
+                             figsize=(ncols * (0.32 * n_k + 1.3), nrows * (0.3 * n_q + 1.3)))
+    for head, ax in enumerate(axes.flat):
+        if head >= h:
+            ax.set_axis_off()
+            continue
+        attention_heatmap(weights[head], query_labels, key_labels, ax=ax,
+                          title=f"head {head}", annotate=annotate, colorbar=False)
+        if head % ncols:
+            ax.set_ylabel("")
+        if head < h - ncols:
+            ax.set_xlabel("")
+    fig.colorbar(axes.flat[0].images[0], ax=axes, shrink=0.8, label="attention weight")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def curves(x, series, *, xlabel, ylabel, title=None, logx=False, logy=False, ax=None,
+           styles=None) -> Figure:
+    """Plot several named curves over one x axis.
+
+    Parameters
+    ----------
+    x : array_like, shape (m,)
+    series : dict of str to array_like of shape (m,)
+        Legend label to y values.
+    xlabel, ylabel : str
+    title : str, optional
+    logx, logy : bool, default False
+        Logarithmic axes.
+    ax : matplotlib.axes.Axes, optional
+    styles : dict of str to dict, optional
+        Extra keyword arguments for ``ax.plot`` per label (e.g. ``{"theory": {"ls": "--"}}``).
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    """
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 1:
+        raise ValueError(f"x must be 1-D, got shape {x.shape}")
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.4, 3.8), layout="constrained")
+    styles = styles or {}
+    for label, y in series.items():
+        y = np.asarray(y, dtype=float)
+        if y.shape != x.shape:
+            raise ValueError(f"series {label!r} has shape {y.shape}, x has shape {x.shape}")
+        ax.plot(x, y, label=label, **{"marker": "o", "ms": 3, **styles.get(label, {})})
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if len(series) > 1:
+        ax.legend()
+    ax.grid(True, which="major", alpha=0.3)
+    return ax.figure

@@ -1,0 +1,247 @@
+"""Multi-head attention: h attention functions side by side, in one set of matrix products.
+
+The book's chapter "Multi-head attention" (``book/multi_head_attention.md``) derives this
+layer; "Self-attention, the causal mask, and order blindness" uses it with one head.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from ._validation import as_float_array, require_finite, require_min_ndim
+from .attention import _as_mask, attention_kernel
+
+__all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
+
+PARAMETER_NAMES = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
+
+
+def split_heads(x, n_heads):
+    """Cut the feature axis into ``n_heads`` slices and move the heads in front of the tokens.
+
+    Parameters
+    ----------
+    x : ndarray, shape (..., n, d_model)
+    n_heads : int
+        Must divide ``d_model``.
+
+    Returns
+    -------
+    ndarray, shape (..., n_heads, n, d_model // n_heads)
+        A view of ``x`` (no copy): head ``i`` sees features ``i*d_k .. (i+1)*d_k - 1``.
+    """
+    *batch, n, d_model = x.shape
+    if d_model % n_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+    d_k = d_model // n_heads
+    x = x.reshape(*batch, n, n_heads, d_k)  # (..., n, h, d_k)
+    return np.swapaxes(x, -3, -2)  # (..., h, n, d_k)
+
+
+def merge_heads(x):
+    """Inverse of :func:`split_heads`: put the heads' features side by side again.
+
+    Parameters
+    ----------
+    x : ndarray, shape (..., h, n, d_k)
+
+    Returns
+    -------
+    ndarray, shape (..., n, h * d_k)
+    """
+    *batch, h, n, d_k = x.shape
+    x = np.swapaxes(x, -3, -2)  # (..., n, h, d_k)
+    return x.reshape(*batch, n, h * d_k)  # (..., n, d_model)
+
+
+class MultiHeadAttention:
+    r"""Multi-head scaled dot-product attention, in the ``x @ W`` convention.
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the tokens, divisible by ``n_heads``.
+    n_heads : int
+        Number of heads ``h``; each works in ``d_k = d_model // h`` dimensions.
+    bias : bool, default True
+        Whether the four projections have biases.
+    rng : numpy.random.Generator, optional
+        Source of the initial weights (Glorot-uniform, biases zero). Default: a generator
+        seeded with 0, so that a layer made without one is still reproducible.
+    dtype : floating dtype, default float64
+        Dtype of the parameters.
+
+    Attributes
+    ----------
+    params : dict of str to ndarray
+        ``w_q``, ``w_k``, ``w_v``, ``w_o`` of shape ``(d_model, d_model)`` and, with
+        ``bias=True``, ``b_q``, ``b_k``, ``b_v``, ``b_o`` of shape ``(d_model,)``. Plain arrays:
+        read and write them directly.
+
+    Notes
+    -----
+    .. math::
+        \operatorname{head}_i = \operatorname{Attention}(X W_Q^{(i)} + b_Q^{(i)},\;
+        C W_K^{(i)} + b_K^{(i)},\; C W_V^{(i)} + b_V^{(i)}), \qquad
+        \operatorname{MHA}(X, C) = [\operatorname{head}_1, \dots, \operatorname{head}_h]\,
+        W_O + b_O
+
+    where :math:`C = X` for self-attention and :math:`W^{(i)}` is the ``i``-th block of
+    ``d_k`` columns of ``W``. PyTorch's ``nn.MultiheadAttention`` stores the transposes:
+    ``in_proj_weight`` is ``[W_Q^T; W_K^T; W_V^T]`` stacked, of shape ``(3 d_model, d_model)``,
+    and ``out_proj.weight`` is ``W_O^T``; :meth:`from_torch` and :meth:`to_torch` convert.
+    Derived in the chapter "Multi-head attention".
+    """
+
+    def __init__(self, d_model, n_heads, *, bias=True, rng=None, dtype=np.float64):
+        try:
+            d_model, n_heads = operator.index(d_model), operator.index(n_heads)
+        except TypeError:
+            raise TypeError(f"d_model and n_heads must be integers, got {d_model!r} and "
+                            f"{n_heads!r}") from None
+        if d_model < 1 or n_heads < 1:
+            raise ValueError(f"d_model and n_heads must be positive, got {d_model}, {n_heads}")
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}: "
+                             f"each head needs d_model / n_heads features")
+        dtype = np.dtype(dtype)
+        if not np.issubdtype(dtype, np.floating):
+            raise TypeError(f"dtype must be floating, got {dtype}")
+        if rng is None:
+            rng = np.random.default_rng(0)
+        elif not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        self.d_model, self.n_heads, self.bias = d_model, n_heads, bool(bias)
+        limit = math.sqrt(6.0 / (d_model + d_model))  # Glorot uniform for a square matrix
+        self.params = {name: rng.uniform(-limit, limit, (d_model, d_model)).astype(dtype)
+                       for name in ("w_q", "w_k", "w_v", "w_o")}
+        if self.bias:
+            self.params.update({name: np.zeros(d_model, dtype=dtype)
+                                for name in ("b_q", "b_k", "b_v", "b_o")})
+
+    @property
+    def d_k(self):
+        """Width of one head's queries, keys and values."""
+        return self.d_model // self.n_heads
+
+    @property
+    def num_parameters(self):
+        """Number of scalar parameters: ``4 d_model^2`` (+ ``4 d_model`` with biases)."""
+        return sum(p.size for p in self.params.values())
+
+    def __repr__(self):
+        dtype = self.params["w_q"].dtype
+        return (f"MultiHeadAttention(d_model={self.d_model}, n_heads={self.n_heads}, "
+                f"bias={self.bias}, dtype={dtype})")
+
+    def forward(self, x, mask=None, context=None):
+        """Attend from the tokens of ``x`` to those of ``context`` (default: ``x`` itself).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n_q, d_model)
+            The tokens that ask (queries).
+        mask : array_like of bool or float, optional
+            Broadcasts to ``(..., h, n_q, n_k)``: ``(n_q, n_k)`` for all sequences and heads,
+            ``(batch, 1, 1, n_k)`` for padding. Boolean True = may attend; float is added to
+            the scores (``-inf`` blocks). Same semantics as
+            :func:`scratchformer.scaled_dot_product_attention`, including fully masked rows.
+        context : array_like, shape (..., n_k, d_model), optional
+            The tokens attended to (keys and values): cross-attention. Default ``x``.
+
+        Returns
+        -------
+        out : ndarray, shape (..., n_q, d_model)
+        weights : ndarray, shape (..., h, n_q, n_k)
+            Every head's attention weights.
+        """
+        x, context, mask = self._check(x, mask, context)
+        p = self.params
+        q = self._project(x, "q")  # (..., n_q, d_model)
+        k = self._project(context, "k")  # (..., n_k, d_model)
+        v = self._project(context, "v")
+        heads, weights = attention_kernel(
+            split_heads(q, self.n_heads),  # (..., h, n_q, d_k)
+            split_heads(k, self.n_heads),  # (..., h, n_k, d_k)
+            split_heads(v, self.n_heads),  # (..., h, n_k, d_k)
+            mask)  # heads: (..., h, n_q, d_k), weights: (..., h, n_q, n_k)
+        out = merge_heads(heads) @ p["w_o"]  # (..., n_q, d_model) @ (d_model, d_model)
+        if self.bias:
+            out += p["b_o"]
+        return out, weights
+
+    def _project(self, x, which):
+        y = x @ self.params[f"w_{which}"]  # (..., n, d_model) @ (d_model, d_model)
+        if self.bias:
+            y += self.params[f"b_{which}"]
+        return y
+
+    def _check(self, x, mask, context):
+        x = as_float_array(x, "x")
+        context = x if context is None else as_float_array(context, "context")
+        for arr, name, shape_doc in ((x, "x", "(..., n_q, d_model)"),
+                                     (context, "context", "(..., n_k, d_model)")):
+            require_min_ndim(arr, 2, name, shape_doc)
+            if arr.shape[-1] != self.d_model:
+                raise ValueError(f"{name} must have d_model={self.d_model} features on its last "
+                                 f"axis, got shape {arr.shape}")
+            require_finite(arr, name)
+        try:
+            batch = np.broadcast_shapes(x.shape[:-2], context.shape[:-2])
+        except ValueError:
+            raise ValueError(f"the leading (batch) axes of x {x.shape} and context "
+                             f"{context.shape} do not broadcast") from None
+        dtype = np.result_type(x, context, self.params["w_q"])
+        scores_shape = (*batch, self.n_heads, x.shape[-2], context.shape[-2])
+        return x, context, _as_mask(mask, scores_shape, dtype)
+
+    @classmethod
+    def from_torch(cls, module):
+        """Copy the weights of a ``torch.nn.MultiheadAttention`` (exactly, same dtype).
+
+        Supported: ``kdim == vdim == embed_dim``, no ``add_bias_kv``, no ``add_zero_attn``.
+        Dropout is not carried over: the layer computes the module's evaluation-mode function.
+        ``batch_first`` does not affect the weights (this layer is always batch-first).
+        """
+        import torch
+
+        if not isinstance(module, torch.nn.MultiheadAttention):
+            raise TypeError(f"expected torch.nn.MultiheadAttention, got {type(module).__name__}")
+        if not module._qkv_same_embed_dim:
+            raise ValueError("only kdim == vdim == embed_dim is supported")
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError("add_bias_kv and add_zero_attn are not supported")
+        d_model = module.embed_dim
+        weight = module.in_proj_weight.detach().cpu().numpy()  # (3 d_model, d_model)
+        layer = cls.__new__(cls)
+        layer.d_model, layer.n_heads = d_model, module.num_heads
+        layer.bias = module.in_proj_bias is not None
+        w_q, w_k, w_v = np.split(weight, 3, axis=0)  # each (d_model, d_model), PyTorch layout
+        layer.params = {"w_q": w_q.T.copy(), "w_k": w_k.T.copy(), "w_v": w_v.T.copy(),
+                        "w_o": module.out_proj.weight.detach().cpu().numpy().T.copy()}
+        if layer.bias:
+            b_q, b_k, b_v = np.split(module.in_proj_bias.detach().cpu().numpy(), 3)
+            layer.params.update({"b_q": b_q.copy(), "b_k": b_k.copy(), "b_v": b_v.copy(),
+                                 "b_o": module.out_proj.bias.detach().cpu().numpy().copy()})
+        return layer
+
+    def to_torch(self):
+        """A ``torch.nn.MultiheadAttention`` (``batch_first=True``) with these exact weights."""
+        import torch
+
+        p = self.params
+        dtype = torch.from_numpy(p["w_q"][:0]).dtype
+        module = torch.nn.MultiheadAttention(self.d_model, self.n_heads, bias=self.bias,
+                                             batch_first=True, dtype=dtype)
+        with torch.no_grad():
+            in_proj = np.concatenate([p["w_q"].T, p["w_k"].T, p["w_v"].T])  # (3 d, d)
+            module.in_proj_weight.copy_(torch.from_numpy(in_proj))
+            module.out_proj.weight.copy_(torch.from_numpy(np.ascontiguousarray(p["w_o"].T)))
+            if self.bias:
+                in_bias = np.concatenate([p["b_q"], p["b_k"], p["b_v"]])
+                module.in_proj_bias.copy_(torch.from_numpy(in_bias))
+                module.out_proj.bias.copy_(torch.from_numpy(p["b_o"].copy()))
+        return module.eval()
