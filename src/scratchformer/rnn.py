@@ -13,7 +13,10 @@ __all__ = ["rnn_influence"]
 
 
 def rnn_influence(w_hh, w_xh, inputs, h0=None):
-    r"""Run :math:`h_t = \tanh(h_{t-1} W_{hh} + x_t W_{xh})` and track :math:`\partial h_t/\partial h_0`.
+    r"""Run an RNN and measure how much each state depends on the first.
+
+    The recurrence is :math:`h_t = \tanh(h_{t-1} W_{hh} + x_t W_{xh})`; the
+    result is the size of :math:`\partial h_t / \partial h_0` for every ``t``.
 
     Parameters
     ----------
@@ -29,21 +32,23 @@ def rnn_influence(w_hh, w_xh, inputs, h0=None):
     Returns
     -------
     influence : ndarray, shape (T,)
-        Spectral norm of the Jacobian :math:`\partial h_t / \partial h_0` for ``t = 1..T``.
+        Spectral norm of :math:`\partial h_t / \partial h_0`, ``t = 1..T``.
     step_norms : ndarray, shape (T,)
-        Spectral norm of each one-step Jacobian :math:`\partial h_t / \partial h_{t-1}`;
+        Spectral norm of each one-step Jacobian
+        :math:`\partial h_t / \partial h_{t-1}`;
         ``influence[t-1] <= prod(step_norms[:t])``.
 
     Notes
     -----
     With row vectors, :math:`\partial h_t / \partial h_{t-1} =
     \operatorname{diag}(1 - h_t^2)\, W_{hh}^\top` (entry ``(i, j)`` is
-    :math:`\partial h_{t,i} / \partial h_{t-1,j}`), and the chain rule multiplies these
-    Jacobians along the sequence. Derived in the chapter "The wall of recurrence".
+    :math:`\partial h_{t,i} / \partial h_{t-1,j}`), and the chain rule
+    multiplies these Jacobians along the sequence. Derived in the chapter
+    "The wall of recurrence".
     """
-    w_hh, w_xh, inputs = (as_float_array(a, name) for a, name in
-                          ((w_hh, "w_hh"), (w_xh, "w_xh"), (inputs, "inputs")))
-    for arr, name in ((w_hh, "w_hh"), (w_xh, "w_xh"), (inputs, "inputs")):
+    named = {"w_hh": w_hh, "w_xh": w_xh, "inputs": inputs}
+    w_hh, w_xh, inputs = (as_float_array(a, n) for n, a in named.items())
+    for arr, name in zip((w_hh, w_xh, inputs), named):
         if arr.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got shape {arr.shape}")
         require_finite(arr, name)
@@ -51,8 +56,9 @@ def rnn_influence(w_hh, w_xh, inputs, h0=None):
     if w_hh.shape != (d_hidden, d_hidden):
         raise ValueError(f"w_hh must be square, got shape {w_hh.shape}")
     if w_xh.shape[1] != d_hidden or inputs.shape[1] != w_xh.shape[0]:
-        raise ValueError(f"shapes do not chain: inputs {inputs.shape} @ w_xh {w_xh.shape} "
-                         f"must give (T, {d_hidden})")
+        raise ValueError(
+            f"shapes do not chain: inputs {inputs.shape} @ w_xh {w_xh.shape} "
+            f"must give (T, {d_hidden})")
     h = np.zeros(d_hidden) if h0 is None else as_float_array(h0, "h0")
     if h.shape != (d_hidden,):
         raise ValueError(f"h0 must have shape ({d_hidden},), got {h.shape}")
