@@ -94,7 +94,7 @@ def softmax_inplace(scores: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def softmax_jacobian(weights):
-    r"""Jacobian of the softmax, from its output: :math:`J = \operatorname{diag}(a) - a a^\top`.
+    r"""Jacobian of the softmax, from its output: ``diag(a) - a a^T``.
 
     Parameters
     ----------
@@ -104,20 +104,23 @@ def softmax_jacobian(weights):
     Returns
     -------
     jacobian : ndarray, shape (..., n, n)
-        ``jacobian[..., i, j]`` is :math:`\partial a_i / \partial x_j = a_i(\delta_{ij} - a_j)`.
+        ``jacobian[..., i, j]`` is
+        :math:`\partial a_i / \partial x_j = a_i(\delta_{ij} - a_j)`.
 
     Notes
     -----
-    :math:`J` is symmetric positive semi-definite, so its spectral norm is at most its trace,
-    :math:`1 - \sum_i a_i^2 \le 1 - \max_i a_i^2`: the gradient through a saturated softmax
-    vanishes. Derived in the chapter "Why divide by sqrt(d_k)".
+    :math:`J` is symmetric positive semi-definite, so its spectral norm is at
+    most its trace, :math:`1 - \sum_i a_i^2 \le 1 - \max_i a_i^2`: the
+    gradient through a saturated softmax vanishes. Derived in the chapter
+    "Why divide by sqrt(d_k)".
     """
     a = as_float_array(weights, "weights")
     if a.ndim == 0:
         raise ValueError("weights must have at least one axis")
     if not np.isfinite(a).all() or (a < 0).any():
-        raise ValueError("weights must be finite and non-negative (outputs of a softmax)")
+        raise ValueError("weights must be finite and non-negative "
+                         "(outputs of a softmax)")
     jacobian = -a[..., :, None] * a[..., None, :]  # -a_i a_j: (..., n, n)
-    diagonal = np.einsum("...ii->...i", jacobian)  # a writable view of the diagonal
+    diagonal = np.einsum("...ii->...i", jacobian)  # a writable view
     diagonal += a  # + a_i on the diagonal
     return jacobian
