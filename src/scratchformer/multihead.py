@@ -1,7 +1,7 @@
-"""Multi-head attention: h attention functions side by side, in one set of matrix products.
+"""Multi-head attention: h attention functions side by side, in one pass.
 
-The book's chapter "Multi-head attention" (``book/multi_head_attention.md``) derives this
-layer; "Self-attention, the causal mask, and order blindness" uses it with one head.
+The book's chapter "Multi-head attention" (``book/multi_head_attention.md``)
+derives this layer.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ PARAMETER_NAMES = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
 
 
 def split_heads(x, n_heads):
-    """Cut the feature axis into ``n_heads`` slices and move the heads in front of the tokens.
+    """Cut the features into ``n_heads`` slices; put the heads before the tokens.
 
     Parameters
     ----------
@@ -31,18 +31,20 @@ def split_heads(x, n_heads):
     Returns
     -------
     ndarray, shape (..., n_heads, n, d_model // n_heads)
-        A view of ``x`` (no copy): head ``i`` sees features ``i*d_k .. (i+1)*d_k - 1``.
+        A view of ``x`` (no copy): head ``i`` sees the features
+        ``i*d_k .. (i+1)*d_k - 1``.
     """
     *batch, n, d_model = x.shape
     if d_model % n_heads:
-        raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        raise ValueError(
+            f"d_model={d_model} is not divisible by n_heads={n_heads}")
     d_k = d_model // n_heads
     x = x.reshape(*batch, n, n_heads, d_k)  # (..., n, h, d_k)
     return np.swapaxes(x, -3, -2)  # (..., h, n, d_k)
 
 
 def merge_heads(x):
-    """Inverse of :func:`split_heads`: put the heads' features side by side again.
+    """Inverse of :func:`split_heads`: the heads' features side by side again.
 
     Parameters
     ----------
@@ -138,19 +140,22 @@ class MultiHeadAttention:
                 f"bias={self.bias}, dtype={dtype})")
 
     def forward(self, x, mask=None, context=None):
-        """Attend from the tokens of ``x`` to those of ``context`` (default: ``x`` itself).
+        """Attend from the tokens of ``x`` to those of ``context``.
 
         Parameters
         ----------
         x : array_like, shape (..., n_q, d_model)
             The tokens that ask (queries).
         mask : array_like of bool or float, optional
-            Broadcasts to ``(..., h, n_q, n_k)``: ``(n_q, n_k)`` for all sequences and heads,
-            ``(batch, 1, 1, n_k)`` for padding. Boolean True = may attend; float is added to
-            the scores (``-inf`` blocks). Same semantics as
-            :func:`scratchformer.scaled_dot_product_attention`, including fully masked rows.
+            Broadcasts to ``(..., h, n_q, n_k)``: ``(n_q, n_k)`` for every
+            sequence and head, ``(batch, 1, 1, n_k)`` for padding. Boolean
+            True = may attend; a float mask is added to the scores (``-inf``
+            blocks). Semantics of
+            :func:`scratchformer.scaled_dot_product_attention`, fully masked
+            rows included.
         context : array_like, shape (..., n_k, d_model), optional
-            The tokens attended to (keys and values): cross-attention. Default ``x``.
+            The tokens attended to (keys and values), for cross-attention.
+            Default: ``x`` (self-attention).
 
         Returns
         -------
@@ -168,13 +173,15 @@ class MultiHeadAttention:
             split_heads(k, self.n_heads),  # (..., h, n_k, d_k)
             split_heads(v, self.n_heads),  # (..., h, n_k, d_k)
             mask)  # heads: (..., h, n_q, d_k), weights: (..., h, n_q, n_k)
-        out = merge_heads(heads) @ p["w_o"]  # (..., n_q, d_model) @ (d_model, d_model)
+        # (..., n_q, d_model) @ (d_model, d_model) -> (..., n_q, d_model)
+        out = merge_heads(heads) @ p["w_o"]
         if self.bias:
             out += p["b_o"]
         return out, weights
 
     def _project(self, x, which):
-        y = x @ self.params[f"w_{which}"]  # (..., n, d_model) @ (d_model, d_model)
+        # (..., n, d_model) @ (d_model, d_model) -> (..., n, d_model)
+        y = x @ self.params[f"w_{which}"]
         if self.bias:
             y += self.params[f"b_{which}"]
         return y
@@ -200,48 +207,60 @@ class MultiHeadAttention:
 
     @classmethod
     def from_torch(cls, module):
-        """Copy the weights of a ``torch.nn.MultiheadAttention`` (exactly, same dtype).
+        """Copy the weights of a ``torch.nn.MultiheadAttention``, exactly.
 
-        Supported: ``kdim == vdim == embed_dim``, no ``add_bias_kv``, no ``add_zero_attn``.
-        Dropout is not carried over: the layer computes the module's evaluation-mode function.
-        ``batch_first`` does not affect the weights (this layer is always batch-first).
+        Supported: ``kdim == vdim == embed_dim``, no ``add_bias_kv``, no
+        ``add_zero_attn``. Dropout is not carried over: the layer computes the
+        module's evaluation-mode function. ``batch_first`` does not affect the
+        weights (this layer is always batch-first).
         """
         import torch
 
         if not isinstance(module, torch.nn.MultiheadAttention):
-            raise TypeError(f"expected torch.nn.MultiheadAttention, got {type(module).__name__}")
+            raise TypeError("expected torch.nn.MultiheadAttention, got "
+                            f"{type(module).__name__}")
         if not module._qkv_same_embed_dim:
             raise ValueError("only kdim == vdim == embed_dim is supported")
         if module.bias_k is not None or module.add_zero_attn:
             raise ValueError("add_bias_kv and add_zero_attn are not supported")
-        d_model = module.embed_dim
-        weight = module.in_proj_weight.detach().cpu().numpy()  # (3 d_model, d_model)
+        def array(tensor):
+            return tensor.detach().cpu().numpy().copy()
+
         layer = cls.__new__(cls)
-        layer.d_model, layer.n_heads = d_model, module.num_heads
+        layer.d_model, layer.n_heads = module.embed_dim, module.num_heads
         layer.bias = module.in_proj_bias is not None
-        w_q, w_k, w_v = np.split(weight, 3, axis=0)  # each (d_model, d_model), PyTorch layout
-        layer.params = {"w_q": w_q.T.copy(), "w_k": w_k.T.copy(), "w_v": w_v.T.copy(),
-                        "w_o": module.out_proj.weight.detach().cpu().numpy().T.copy()}
+        # PyTorch packs [W_Q^T; W_K^T; W_V^T]: (3 d_model, d_model)
+        w_q, w_k, w_v = np.split(array(module.in_proj_weight), 3, axis=0)
+        layer.params = {"w_q": w_q.T.copy(), "w_k": w_k.T.copy(),
+                        "w_v": w_v.T.copy(),
+                        "w_o": array(module.out_proj.weight).T.copy()}
         if layer.bias:
-            b_q, b_k, b_v = np.split(module.in_proj_bias.detach().cpu().numpy(), 3)
-            layer.params.update({"b_q": b_q.copy(), "b_k": b_k.copy(), "b_v": b_v.copy(),
-                                 "b_o": module.out_proj.bias.detach().cpu().numpy().copy()})
+            b_q, b_k, b_v = np.split(array(module.in_proj_bias), 3)
+            layer.params |= {"b_q": b_q, "b_k": b_k, "b_v": b_v,
+                             "b_o": array(module.out_proj.bias)}
         return layer
 
     def to_torch(self):
-        """A ``torch.nn.MultiheadAttention`` (``batch_first=True``) with these exact weights."""
+        """A ``torch.nn.MultiheadAttention`` with these exact weights.
+
+        The module is batch-first and in evaluation mode.
+        """
         import torch
 
+        def tensor(array):
+            return torch.from_numpy(np.ascontiguousarray(array))
+
         p = self.params
-        dtype = torch.from_numpy(p["w_q"][:0]).dtype
-        module = torch.nn.MultiheadAttention(self.d_model, self.n_heads, bias=self.bias,
-                                             batch_first=True, dtype=dtype)
+        module = torch.nn.MultiheadAttention(
+            self.d_model, self.n_heads, bias=self.bias, batch_first=True,
+            dtype=tensor(p["w_q"]).dtype)
         with torch.no_grad():
-            in_proj = np.concatenate([p["w_q"].T, p["w_k"].T, p["w_v"].T])  # (3 d, d)
-            module.in_proj_weight.copy_(torch.from_numpy(in_proj))
-            module.out_proj.weight.copy_(torch.from_numpy(np.ascontiguousarray(p["w_o"].T)))
+            # (3 d_model, d_model): [W_Q^T; W_K^T; W_V^T]
+            in_proj = np.concatenate([p["w_q"].T, p["w_k"].T, p["w_v"].T])
+            module.in_proj_weight.copy_(tensor(in_proj))
+            module.out_proj.weight.copy_(tensor(p["w_o"].T))
             if self.bias:
                 in_bias = np.concatenate([p["b_q"], p["b_k"], p["b_v"]])
-                module.in_proj_bias.copy_(torch.from_numpy(in_bias))
-                module.out_proj.bias.copy_(torch.from_numpy(p["b_o"].copy()))
+                module.in_proj_bias.copy_(tensor(in_bias))
+                module.out_proj.bias.copy_(tensor(p["b_o"]))
         return module.eval()
