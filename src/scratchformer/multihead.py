@@ -20,7 +20,7 @@ PARAMETER_NAMES = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
 
 
 def split_heads(x, n_heads):
-    """Cut the features into ``n_heads`` slices; put the heads before the tokens.
+    """Cut the features into ``n_heads`` slices, heads before tokens.
 
     Parameters
     ----------
