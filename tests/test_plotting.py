@@ -106,3 +106,14 @@ def test_curves_draws_each_series():
     assert ax.get_xlabel() == "d_k" and ax.get_legend() is not None
     with pytest.raises(ValueError, match="series 'bad'"):
         curves(x, {"bad": [1, 2]}, xlabel="x", ylabel="y")
+
+
+def test_markdown_table():
+    from scratchformer import markdown_table
+
+    rows = [{"n": 512, "t": 0.01234}, {"n": 4096, "t": 1.5}]
+    table = markdown_table(rows, [("n", "n", "{:d}"), ("time (ms)", "t", "{:.1f}")])
+    assert table.splitlines() == ["| n | time (ms) |", "|--:|--:|", "| 512 | 0.0 |",
+                                  "| 4096 | 1.5 |"]
+    with pytest.raises(ValueError, match="has no"):
+        markdown_table(rows, [("x", "x", "{}")])

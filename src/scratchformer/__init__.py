@@ -10,7 +10,7 @@ chapter that derives it. Conventions used throughout:
 """
 
 from .attention import causal_mask, scaled_dot_product_attention
-from .display import weights_table
+from .display import markdown_table, weights_table
 from .functional import softmax, softmax_jacobian
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .plotting import attention_heads, attention_heatmap, curves
@@ -22,6 +22,7 @@ __all__ = [
     "attention_heatmap",
     "causal_mask",
     "curves",
+    "markdown_table",
     "merge_heads",
     "rnn_influence",
     "scaled_dot_product_attention",

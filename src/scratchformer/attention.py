@@ -14,7 +14,8 @@ import numpy as np
 from ._validation import as_float_array, require_finite, require_min_ndim
 from .functional import softmax_inplace
 
-__all__ = ["scaled_dot_product_attention", "causal_mask", "attention_kernel"]
+__all__ = ["scaled_dot_product_attention", "causal_mask", "attention_kernel",
+           "attention_output"]
 
 
 def scaled_dot_product_attention(q, k, v, mask=None):
@@ -132,6 +133,15 @@ def attention_kernel(q, k, v, mask=None):
     # (..., n_q, n_k) @ (..., n_k, d_v) -> (..., n_q, d_v)
     out = weights @ v
     return out, weights
+
+
+def attention_output(q, k, v, mask=None):
+    """The output of :func:`attention_kernel` alone, on checked inputs.
+
+    Same arguments and result as ``attention_kernel(q, k, v, mask)[0]``.
+    """
+    out, _ = attention_kernel(q, k, v, mask)
+    return out
 
 
 def causal_mask(n):

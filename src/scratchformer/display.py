@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["weights_table"]
+__all__ = ["markdown_table", "weights_table"]
 
 
 def weights_table(weights, query_labels, key_labels=None, *, digits=2) -> str:
@@ -42,4 +42,32 @@ def weights_table(weights, query_labels, key_labels=None, *, digits=2) -> str:
             best[:] = False  # a uniform row has no favourite
         cells = [f"**{w:.{digits}f}**" if b else f"{w:.{digits}f}" for w, b in zip(row, best)]
         lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def markdown_table(rows, columns) -> str:
+    """Format records as a Markdown table.
+
+    Parameters
+    ----------
+    rows : sequence of dict
+        One record per table row.
+    columns : sequence of (str, str, str)
+        ``(header, key, format)`` per column, e.g. ``("time (ms)", "t", "{:.1f}")``; the value
+        ``row[key]`` is formatted with ``format.format(value)``.
+
+    Returns
+    -------
+    table : str
+        A pipe table, numbers right-aligned.
+    """
+    if not columns:
+        raise ValueError("a table needs at least one column")
+    lines = ["| " + " | ".join(header for header, _, _ in columns) + " |",
+             "|" + "--:|" * len(columns)]
+    for row in rows:
+        missing = [key for _, key, _ in columns if key not in row]
+        if missing:
+            raise ValueError(f"row {row!r} has no {missing}")
+        lines.append("| " + " | ".join(fmt.format(row[key]) for _, key, fmt in columns) + " |")
     return "\n".join(lines)

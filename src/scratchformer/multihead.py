@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from ._validation import as_float_array, require_finite, require_min_ndim
-from .attention import _as_mask, attention_kernel
+from .attention import _as_mask, attention_kernel, attention_output
 
 __all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
 
@@ -178,6 +178,30 @@ class MultiHeadAttention:
         if self.bias:
             out += p["b_o"]
         return out, weights
+
+    def output(self, x, mask=None, context=None):
+        """Like :meth:`forward`, but return the output only.
+
+        The weights are never stored whole, which saves memory and time for
+        long sequences (the analogue of PyTorch's ``need_weights=False``).
+
+        Returns
+        -------
+        out : ndarray, shape (..., n_q, d_model)
+        """
+        x, context, mask = self._check(x, mask, context)
+        q = self._project(x, "q")  # (..., n_q, d_model)
+        k = self._project(context, "k")  # (..., n_k, d_model)
+        v = self._project(context, "v")
+        heads = attention_output(
+            split_heads(q, self.n_heads),  # (..., h, n_q, d_k)
+            split_heads(k, self.n_heads),  # (..., h, n_k, d_k)
+            split_heads(v, self.n_heads),  # (..., h, n_k, d_k)
+            mask)  # (..., h, n_q, d_k)
+        out = merge_heads(heads) @ self.params["w_o"]  # (..., n_q, d_model)
+        if self.bias:
+            out += self.params["b_o"]
+        return out
 
     def _project(self, x, which):
         # (..., n, d_model) @ (d_model, d_model) -> (..., n, d_model)

@@ -1,0 +1,71 @@
+"""Speed of the package's layers against PyTorch's, measured in one process.
+
+``benchmarks/attention_speed.py`` prints these measurements as a table, and the book's appendix
+"Speed" measures a smaller version at build time. Ratios, not seconds, are what carry from one
+machine to another; both are reported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .multihead import MultiHeadAttention
+from .timing import interleaved_medians
+
+__all__ = ["attention_forward_speed"]
+
+
+def attention_forward_speed(ns=(512, 2048, 4096), *, d_model=512, n_heads=8, repeats=5,
+                            seed=0):
+    """Time multi-head self-attention forward passes, float32, batch 1, on the CPU.
+
+    Candidates, all with the same weights (copied from one ``torch.nn.MultiheadAttention``):
+
+    - ``numpy``: :meth:`MultiHeadAttention.output`, the output only (the analogue of
+      PyTorch's ``need_weights=False``);
+    - ``numpy+weights``: :meth:`MultiHeadAttention.forward`, which also returns the
+      ``(h, n, n)`` weights;
+    - ``torch MHA``: ``nn.MultiheadAttention(..., need_weights=False)``;
+    - ``torch SDPA``: the same projections around ``F.scaled_dot_product_attention``.
+
+    Returns
+    -------
+    rows : list of dict
+        One per ``n``: median seconds of each candidate, and the ratios of the package's two
+        paths to the two PyTorch ones.
+    """
+    import torch
+
+    torch.manual_seed(seed)
+    module = torch.nn.MultiheadAttention(d_model, n_heads, batch_first=True).eval()
+    layer = MultiHeadAttention.from_torch(module)
+    d_k = d_model // n_heads
+    rows = []
+    for n in ns:
+        x = np.random.default_rng(seed).standard_normal((1, n, d_model)).astype(np.float32)
+        x_t = torch.from_numpy(x)
+
+        def torch_mha():
+            with torch.no_grad():
+                return module(x_t, x_t, x_t, need_weights=False)[0]
+
+        def torch_sdpa():
+            with torch.no_grad():
+                qkv = torch.nn.functional.linear(x_t, module.in_proj_weight, module.in_proj_bias)
+                # (1, n, 3 d_model) -> 3 x (1, h, n, d_k)
+                q, k, v = qkv.view(1, n, 3, n_heads, d_k).permute(2, 0, 3, 1, 4)
+                heads = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+                merged = heads.transpose(1, 2).reshape(1, n, d_model)
+                return module.out_proj(merged)
+
+        medians = interleaved_medians({
+            "numpy": lambda: layer.output(x),
+            "numpy+weights": lambda: layer.forward(x),
+            "torch MHA": torch_mha,
+            "torch SDPA": torch_sdpa,
+        }, repeats=repeats)
+        rows.append({"n": n, **medians,
+                     "numpy / torch MHA": medians["numpy"] / medians["torch MHA"],
+                     "numpy / torch SDPA": medians["numpy"] / medians["torch SDPA"],
+                     "numpy+weights / torch MHA": medians["numpy+weights"] / medians["torch MHA"]})
+    return rows

@@ -1,0 +1,36 @@
+"""Tests for scratchformer.timing (what is measured, not how fast anything is)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scratchformer.timing import interleaved_medians
+
+
+def test_every_candidate_runs_warmup_plus_repeats_times_in_rotating_order():
+    calls = []
+    candidates = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+    medians = interleaved_medians(candidates, repeats=3, warmup=1)
+    assert list(medians) == ["a", "b", "c"] and all(t >= 0 for t in medians.values())
+    assert calls == list("abc") + list("abc") + list("bca") + list("cab")
+
+
+def test_the_median_ignores_one_slow_round():
+    import time
+
+    state = {"round": 0}
+
+    def sometimes_slow():
+        state["round"] += 1
+        time.sleep(0.2 if state["round"] == 2 else 0.0)
+
+    medians = interleaved_medians({"f": sometimes_slow}, repeats=5, warmup=0)
+    assert medians["f"] < 0.1
+
+
+@pytest.mark.parametrize("kwargs", [{"repeats": 0}, {"warmup": -1}])
+def test_bad_arguments(kwargs):
+    with pytest.raises(ValueError):
+        interleaved_medians({"f": lambda: None}, **kwargs)
+    with pytest.raises(ValueError, match="no candidates"):
+        interleaved_medians({})
