@@ -1,0 +1,115 @@
+"""Sinusoidal positional encoding, and the rotations that shift it.
+
+The book's chapter "Positional encoding" (``book/positional_encoding.md``) proves that a
+shift of the position by ``k`` is a rotation of the encoding that depends on ``k`` only.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+__all__ = ["positional_encoding", "rotation_matrix", "frequencies"]
+
+BASE = 10_000.0  # the wavelength scale of the original Transformer
+
+
+def _check_d_model(d_model):
+    try:
+        d_model = operator.index(d_model)
+    except TypeError:
+        raise TypeError(f"d_model must be an integer, got {d_model!r}") from None
+    if d_model < 2 or d_model % 2:
+        raise ValueError(f"d_model must be even and at least 2 (sine-cosine pairs), "
+                         f"got {d_model}")
+    return d_model
+
+
+def frequencies(d_model):
+    r"""Angular frequencies :math:`\omega_i = 10000^{-2i/d_\text{model}}`.
+
+    Parameters
+    ----------
+    d_model : int
+        Even width of the encoding.
+
+    Returns
+    -------
+    omega : ndarray, shape (d_model // 2,)
+        One frequency per sine-cosine pair, from 1 down to nearly ``1 / 10000``.
+    """
+    d_model = _check_d_model(d_model)
+    return BASE ** (-np.arange(0, d_model, 2) / d_model)
+
+
+def positional_encoding(n_positions, d_model):
+    r"""The sinusoidal positional encoding of the original Transformer.
+
+    Parameters
+    ----------
+    n_positions : int
+        Number of positions ``0 .. n_positions - 1``.
+    d_model : int
+        Even width of the encoding.
+
+    Returns
+    -------
+    pe : ndarray, shape (n_positions, d_model)
+        ``pe[pos, 2i] = sin(pos * omega_i)``, ``pe[pos, 2i + 1] = cos(pos * omega_i)``.
+
+    Notes
+    -----
+    .. math:: PE_{pos, 2i} = \sin(pos\,\omega_i), \quad
+              PE_{pos, 2i+1} = \cos(pos\,\omega_i), \quad
+              \omega_i = 10000^{-2i/d_\text{model}}.
+
+    Derived in the chapter "Positional encoding".
+    """
+    try:
+        n_positions = operator.index(n_positions)
+    except TypeError:
+        raise TypeError(f"n_positions must be an integer, got {n_positions!r}") from None
+    if n_positions < 1:
+        raise ValueError(f"n_positions must be at least 1, got {n_positions}")
+    omega = frequencies(d_model)  # (d_model / 2,)
+    angles = np.arange(n_positions)[:, None] * omega  # (n_positions, d_model / 2)
+    pe = np.empty((n_positions, d_model))
+    pe[:, 0::2] = np.sin(angles)
+    pe[:, 1::2] = np.cos(angles)
+    return pe
+
+
+def rotation_matrix(k, d_model):
+    r"""The matrix :math:`R_k` with :math:`PE(pos + k) = R_k\, PE(pos)` for every ``pos``.
+
+    Parameters
+    ----------
+    k : float
+        The shift of position (any real number; negative shifts go back).
+    d_model : int
+        Even width of the encoding.
+
+    Returns
+    -------
+    r : ndarray, shape (d_model, d_model)
+        Block diagonal, one 2x2 rotation by angle ``-k * omega_i`` per sine-cosine pair:
+        ``[[cos, sin], [-sin, cos]]`` of ``k * omega_i``. For row vectors, as stored by
+        :func:`positional_encoding`, ``pe[pos + k] = pe[pos] @ r.T``.
+
+    Notes
+    -----
+    From :math:`\sin(a + b) = \sin a \cos b + \cos a \sin b` and
+    :math:`\cos(a + b) = \cos a \cos b - \sin a \sin b` with :math:`a = pos\,\omega_i`,
+    :math:`b = k\,\omega_i`. Proved in the chapter "Positional encoding".
+    """
+    k = float(k)
+    omega = frequencies(d_model)  # (d_model / 2,)
+    cos, sin = np.cos(k * omega), np.sin(k * omega)
+    r = np.zeros((d_model, d_model))
+    pairs = np.arange(0, d_model, 2)  # index of each pair's sine
+    r[pairs, pairs] = cos  # new sine   = cos * sine + sin * cosine
+    r[pairs, pairs + 1] = sin
+    r[pairs + 1, pairs] = -sin  # new cosine = -sin * sine + cos * cosine
+    r[pairs + 1, pairs + 1] = cos
+    return r
