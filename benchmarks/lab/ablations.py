@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kernel_lab import _EXP_SAFE, timed  # noqa: E402
+from kernel_lab import _EXP_SAFE, timed, warm_pages  # noqa: E402
 
 _pool = ThreadPoolExecutor(max_workers=2)
 
@@ -204,6 +204,7 @@ def main():
         for _ in range(args.rounds):
             for name, fn in cands.items():
                 time.sleep(0.1)
+                warm_pages(int(1.25 * 8 * n * n * 4))
                 times[name].append(timed(fn)[0])
         base = float(np.median(times.get("  + skip max/subtract (FINAL)", [np.nan])))
         print(f"\nkernel only, n = {n}, 8 heads, d_k = 64, float32 ({args.rounds} rounds)")

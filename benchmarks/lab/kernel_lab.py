@@ -311,6 +311,19 @@ def timed(fn, retries=3, foreign_limit=0.06):
     return wall, foreign
 
 
+def warm_pages(nbytes):
+    """Touch and free ``nbytes`` of memory, so that the next big allocation gets warm pages.
+
+    On this VM, memory freed a few seconds earlier seems to be handed back to the host; the
+    first touch of a fresh 512 MB array (the weights at n = 4096) then costs 0.5-1.5 s
+    instead of ~0.1 s, and whichever variant first allocates after a quiet spell pays it.
+    Touching the pages just before every sample gives every variant the same (ordinary
+    hardware) conditions.
+    """
+    if nbytes:
+        np.ones(nbytes // 4, np.float32)
+
+
 def build_forwards(n, seed=0):
     import torch
     import torch.nn.functional as F
@@ -390,6 +403,7 @@ def run_timings(sizes, rounds):
         for _ in range(r):
             for name, fn in forwards.items():
                 time.sleep(0.15)  # let the other library's spinning worker threads go to sleep
+                warm_pages(int(1.25 * HEADS * n * n * 4) if n >= 2048 else 0)
                 wall, fo = timed(fn)
                 times[name].append(wall)
                 foreign.append(fo)
