@@ -30,7 +30,8 @@ _pool = ThreadPoolExecutor(max_workers=2)
 
 
 def variant(q, k, v, *, need_weights=False, block_q=512, skip_max=True, exp_out=True,
-            row_sums="ones", k_contig=False, threads="none", recip=False):
+            row_sums="ones", k_contig=False, threads="none", recip=False, w_scratch=False,
+            heads_outer=True):
     """threads: "none"; "split" (2 threads share each block's elementwise work, GEMMs in the
     caller); "items" (2 threads each take whole (head, block) items); "pipeline" (a helper
     thread does exp of block i while the caller runs the GEMMs of blocks i-1 and i+1)."""
@@ -50,7 +51,12 @@ def variant(q, k, v, *, need_weights=False, block_q=512, skip_max=True, exp_out=
     bq = max(1, min(block_q, n_q))
     out = np.empty((*batch, n_q, d_v), dtype)
     weights = np.empty((*batch, n_q, n_k), dtype) if need_weights else None
-    items = [(h, i0, min(i0 + bq, n_q)) for h in np.ndindex(*batch) for i0 in range(0, n_q, bq)]
+    if heads_outer:
+        items = [(h, i0, min(i0 + bq, n_q))
+                 for h in np.ndindex(*batch) for i0 in range(0, n_q, bq)]
+    else:
+        items = [(h, i0, min(i0 + bq, n_q))
+                 for i0 in range(0, n_q, bq) for h in np.ndindex(*batch)]
 
     def buffers():
         return (np.empty((bq, n_k), dtype), np.empty((bq, n_k), dtype),
@@ -79,23 +85,24 @@ def variant(q, k, v, *, need_weights=False, block_q=512, skip_max=True, exp_out=
         np.maximum(total, fi.tiny, out=total)
         np.divide(o[:, :d_v], total, out=out[h][i0:i1])
         if need_weights:
+            w = weights[h][i0:i1]  # == p, unless w_scratch
             if recip:
                 np.reciprocal(total, out=total)
             op = np.multiply if recip else np.divide
             if split:
                 half = len(p) // 2
-                f = _pool.submit(op, p[half:], total[half:], out=p[half:])
-                op(p[:half], total[:half], out=p[:half])
+                f = _pool.submit(op, p[half:], total[half:], out=w[half:])
+                op(p[:half], total[:half], out=w[:half])
                 f.result()
             else:
-                op(p, total, out=p)
+                op(p, total, out=w)
 
     def block(h, i0, i1, bufs, split=False):
         s_b, p_b, m_b, o_b = bufs
         r = i1 - i0
         s = s_b[:r]
         scores(h, i0, i1, s)
-        p = weights[h][i0:i1] if need_weights else (p_b[:r] if exp_out else s)
+        p = weights[h][i0:i1] if need_weights and not w_scratch else (p_b[:r] if exp_out else s)
         fast = skip_max and bound[h][i0:i1].max() <= _EXP_SAFE
         if split and r > 1:
             half = r // 2
@@ -155,6 +162,7 @@ VARIANTS = {
     "  + skip max/subtract (FINAL)": dict(),
     "FINAL, row sums by np.sum": dict(row_sums="sum"),
     "FINAL, contiguous k^T copy": dict(k_contig=True),
+    "FINAL, query blocks outer, heads inner": dict(heads_outer=False),
     "FINAL, block_q=128": dict(block_q=128),
     "FINAL, block_q=256": dict(block_q=256),
     "FINAL, block_q=1024": dict(block_q=1024),
@@ -166,10 +174,12 @@ VARIANTS = {
     "W: with weights, x reciprocal": dict(need_weights=True, recip=True),
     "W: with weights, max-subtract": dict(need_weights=True, skip_max=False),
     "W: with weights + split threads": dict(need_weights=True, threads="split"),
+    "W: exp to scratch, p/sum -> weights": dict(need_weights=True, w_scratch=True),
 }
 THREADED = ["  + skip max/subtract (FINAL)", "FINAL + threads: split elementwise",
             "FINAL + threads: whole items", "FINAL + threads: exp pipeline",
-            "W: FINAL with weights (divide)", "W: with weights + split threads"]
+            "W: FINAL with weights (divide)", "W: with weights + split threads",
+            "W: exp to scratch, p/sum -> weights"]
 
 
 def main():

@@ -11,24 +11,35 @@ chapter that derives it. Conventions used throughout:
 
 from .attention import causal_mask, scaled_dot_product_attention
 from .display import markdown_table, weights_table
+from .encoder import EncoderBlock
 from .functional import softmax, softmax_jacobian
+from .layers import FeedForward, LayerNorm, layer_norm
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .plotting import attention_heads, attention_heatmap, curves
+from .positional import positional_encoding, rotation_matrix
 from .rnn import rnn_influence
+from .tiled import tiled_attention
 
 __all__ = [
+    "EncoderBlock",
+    "FeedForward",
+    "LayerNorm",
     "MultiHeadAttention",
     "attention_heads",
     "attention_heatmap",
     "causal_mask",
     "curves",
+    "layer_norm",
     "markdown_table",
     "merge_heads",
+    "positional_encoding",
     "rnn_influence",
+    "rotation_matrix",
     "scaled_dot_product_attention",
     "softmax",
     "softmax_jacobian",
     "split_heads",
+    "tiled_attention",
     "weights_table",
 ]
 __version__ = "0.1.0"

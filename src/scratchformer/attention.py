@@ -15,7 +15,7 @@ from ._validation import as_float_array, require_finite, require_min_ndim
 from .functional import softmax_inplace
 
 __all__ = ["scaled_dot_product_attention", "causal_mask", "attention_kernel",
-           "attention_output"]
+           "attention_output", "check_attention_inputs"]
 
 
 def scaled_dot_product_attention(q, k, v, mask=None):
@@ -68,6 +68,17 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 
     Derived in the chapter "Scaled dot-product attention".
     """
+    q, k, v, mask = check_attention_inputs(q, k, v, mask)
+    return attention_kernel(q, k, v, mask)
+
+
+def check_attention_inputs(q, k, v, mask):
+    """Validate the arguments of an attention function; return them ready for a kernel.
+
+    ``q``, ``k``, ``v`` come back as floating arrays of their common dtype, ``mask`` as None, a
+    boolean array or a float array of that dtype, checked to broadcast to ``(..., n_q, n_k)``.
+    Raises the errors documented in :func:`scaled_dot_product_attention`.
+    """
     q, k, v = (as_float_array(a, name) for a, name in ((q, "q"), (k, "k"), (v, "v")))
     for arr, name, shape_doc in ((q, "q", "(..., n_q, d_k)"), (k, "k", "(..., n_k, d_k)"),
                                  (v, "v", "(..., n_k, d_v)")):
@@ -95,8 +106,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))
     scores_shape = (*batch, n_q, n_k)
     mask = _as_mask(mask, scores_shape, dtype)
-
-    return attention_kernel(q, k, v, mask)
+    return q, k, v, mask
 
 
 def attention_kernel(q, k, v, mask=None):
