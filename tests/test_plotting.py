@@ -117,3 +117,16 @@ def test_markdown_table():
                                   "| 4096 | 1.5 |"]
     with pytest.raises(ValueError, match="has no"):
         markdown_table(rows, [("x", "x", "{}")])
+
+
+def test_matrix_heatmap_is_centred_on_zero():
+    from scratchformer import matrix_heatmap
+
+    values = np.array([[-0.5, 2.0], [1.0, 0.0]])
+    fig = matrix_heatmap(values, xlabel="dimension", ylabel="position", title="PE")
+    ax, colorbar = fig.axes
+    assert ax.images[0].get_clim() == (-2.0, 2.0)
+    np.testing.assert_array_equal(ax.images[0].get_array(), values)
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("dimension", "position", "PE")
+    with pytest.raises(ValueError, match="matrix"):
+        matrix_heatmap(np.ones(3), xlabel="x", ylabel="y")

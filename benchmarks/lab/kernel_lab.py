@@ -300,6 +300,21 @@ def _clock_ticks():
     return busy, (t.user + t.system) * os.sysconf("SC_CLK_TCK")
 
 
+def wait_for_quiet(max_wait=90.0, busy_limit=0.08):
+    """Wait (up to max_wait s) until other processes use < busy_limit of the machine for 1 s."""
+    if not os.path.exists("/proc/stat"):
+        return 0.0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < max_wait:
+        busy0, own0 = _clock_ticks()
+        time.sleep(1.0)
+        busy1, own1 = _clock_ticks()
+        ticks = os.sysconf("SC_CLK_TCK")
+        if ((busy1 - busy0) - (own1 - own0)) / ticks / os.cpu_count() < busy_limit:
+            break
+    return time.perf_counter() - t0
+
+
 def timed(fn, retries=3, foreign_limit=0.06):
     """Wall time of one call; repeated if other processes (or the hypervisor) took CPU meanwhile.
 
@@ -412,7 +427,10 @@ def run_timings(sizes, rounds):
         foreign = []
         for fn in forwards.values():  # warm-up (first touch of big buffers, BLAS/OMP threads)
             fn()
+        waited = 0.0
         for _ in range(r):
+            if n >= 2048:
+                waited += wait_for_quiet()
             for name, fn in forwards.items():
                 time.sleep(0.15)  # let the other library's spinning worker threads go to sleep
                 warm_pages(int(1.25 * HEADS * n * n * 4) if n >= 2048 else 0)
@@ -425,7 +443,7 @@ def run_timings(sizes, rounds):
         mha, sdpa = med["torch MHA need_weights=False"], med["torch SDPA + projections"]
         load = f"{max(foreign):.0%}" if foreign else "n/a (samples < 0.1 s)"
         print(f"\nn = {n} ({r} rounds; worst CPU share taken by other processes during a "
-              f"sample: {load})")
+              f"sample: {load}; waited {waited:.0f} s for a quiet machine)")
         print(f"  {'':32s} {'median ms':>10s} {'min-max ms':>17s} {'/ MHA':>7s} {'/ SDPA':>7s}")
         for name, t in med.items():
             lo, hi = min(times[name]), max(times[name])

@@ -15,7 +15,7 @@ from .encoder import EncoderBlock
 from .functional import softmax, softmax_jacobian
 from .layers import FeedForward, LayerNorm, layer_norm
 from .multihead import MultiHeadAttention, merge_heads, split_heads
-from .plotting import attention_heads, attention_heatmap, curves
+from .plotting import attention_heads, attention_heatmap, curves, matrix_heatmap
 from .positional import positional_encoding, rotation_matrix
 from .rnn import rnn_influence
 from .tiled import tiled_attention
@@ -31,6 +31,7 @@ __all__ = [
     "curves",
     "layer_norm",
     "markdown_table",
+    "matrix_heatmap",
     "merge_heads",
     "positional_encoding",
     "rnn_influence",

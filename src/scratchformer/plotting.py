@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["attention_heatmap", "attention_heads", "curves"]
+__all__ = ["attention_heatmap", "attention_heads", "curves", "matrix_heatmap"]
 
 
 def attention_heatmap(weights, query_labels=None, key_labels=None, *, ax=None, title=None,
@@ -157,4 +157,37 @@ def curves(x, series, *, xlabel, ylabel, title=None, logx=False, logy=False, ax=
     if len(series) > 1:
         ax.legend()
     ax.grid(True, which="major", alpha=0.3)
+    return ax.figure
+
+
+def matrix_heatmap(values, *, xlabel, ylabel, title=None, ax=None, label="value") -> Figure:
+    """Draw a real matrix with a diverging colour map centred on zero.
+
+    Parameters
+    ----------
+    values : array_like, shape (rows, columns)
+    xlabel, ylabel : str
+        What the columns and the rows are.
+    title : str, optional
+    ax : matplotlib.axes.Axes, optional
+    label : str, default "value"
+        Label of the colour bar.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    """
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2:
+        raise ValueError(f"values must be a matrix, got shape {values.shape}")
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    limit = float(np.abs(values).max()) or 1.0
+    image = ax.imshow(values, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto",
+                      interpolation="nearest")
+    ax.figure.colorbar(image, ax=ax, label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
     return ax.figure

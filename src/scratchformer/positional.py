@@ -56,7 +56,8 @@ def positional_encoding(n_positions, d_model):
     Returns
     -------
     pe : ndarray, shape (n_positions, d_model)
-        ``pe[pos, 2i] = sin(pos * omega_i)``, ``pe[pos, 2i + 1] = cos(pos * omega_i)``.
+        ``pe[pos, 2i] = sin(pos * omega_i)``,
+        ``pe[pos, 2i + 1] = cos(pos * omega_i)``.
 
     Notes
     -----
@@ -69,11 +70,13 @@ def positional_encoding(n_positions, d_model):
     try:
         n_positions = operator.index(n_positions)
     except TypeError:
-        raise TypeError(f"n_positions must be an integer, got {n_positions!r}") from None
+        raise TypeError(
+            f"n_positions must be an integer, got {n_positions!r}") from None
     if n_positions < 1:
         raise ValueError(f"n_positions must be at least 1, got {n_positions}")
     omega = frequencies(d_model)  # (d_model / 2,)
-    angles = np.arange(n_positions)[:, None] * omega  # (n_positions, d_model / 2)
+    # (n_positions, 1) * (d_model / 2,) -> (n_positions, d_model / 2)
+    angles = np.arange(n_positions)[:, None] * omega
     pe = np.empty((n_positions, d_model))
     pe[:, 0::2] = np.sin(angles)
     pe[:, 1::2] = np.cos(angles)
@@ -81,7 +84,7 @@ def positional_encoding(n_positions, d_model):
 
 
 def rotation_matrix(k, d_model):
-    r"""The matrix :math:`R_k` with :math:`PE(pos + k) = R_k\, PE(pos)` for every ``pos``.
+    r"""The matrix :math:`R_k` with :math:`PE(pos + k) = R_k\, PE(pos)`.
 
     Parameters
     ----------
@@ -93,23 +96,27 @@ def rotation_matrix(k, d_model):
     Returns
     -------
     r : ndarray, shape (d_model, d_model)
-        Block diagonal, one 2x2 rotation by angle ``-k * omega_i`` per sine-cosine pair:
-        ``[[cos, sin], [-sin, cos]]`` of ``k * omega_i``. For row vectors, as stored by
-        :func:`positional_encoding`, ``pe[pos + k] = pe[pos] @ r.T``.
+        Block diagonal, one 2x2 rotation per sine-cosine pair:
+        ``[[cos, sin], [-sin, cos]]`` of ``k * omega_i``. For row vectors,
+        as :func:`positional_encoding` stores them,
+        ``pe[pos + k] = pe[pos] @ r.T``.
 
     Notes
     -----
     From :math:`\sin(a + b) = \sin a \cos b + \cos a \sin b` and
-    :math:`\cos(a + b) = \cos a \cos b - \sin a \sin b` with :math:`a = pos\,\omega_i`,
-    :math:`b = k\,\omega_i`. Proved in the chapter "Positional encoding".
+    :math:`\cos(a + b) = \cos a \cos b - \sin a \sin b` with
+    :math:`a = pos\,\omega_i`, :math:`b = k\,\omega_i`. Proved in the
+    chapter "Positional encoding".
     """
     k = float(k)
     omega = frequencies(d_model)  # (d_model / 2,)
     cos, sin = np.cos(k * omega), np.sin(k * omega)
     r = np.zeros((d_model, d_model))
     pairs = np.arange(0, d_model, 2)  # index of each pair's sine
-    r[pairs, pairs] = cos  # new sine   = cos * sine + sin * cosine
+    # new sine = cos * sine + sin * cosine
+    r[pairs, pairs] = cos
     r[pairs, pairs + 1] = sin
-    r[pairs + 1, pairs] = -sin  # new cosine = -sin * sine + cos * cosine
+    # new cosine = -sin * sine + cos * cosine
+    r[pairs + 1, pairs] = -sin
     r[pairs + 1, pairs + 1] = cos
     return r
