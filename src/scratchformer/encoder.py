@@ -87,7 +87,8 @@ class EncoderBlock:
         ----------
         x : array_like, shape (..., n, d_model)
         mask : array_like of bool or float, optional
-            As for :meth:`MultiHeadAttention.forward`; broadcasts to ``(..., h, n, n)``.
+            As for :meth:`MultiHeadAttention.forward`: broadcasts to
+            ``(..., h, n, n)``.
 
         Returns
         -------
@@ -103,7 +104,8 @@ class EncoderBlock:
             y = self.norm1.forward(x + attended)  # residual, then norm
             z = self.norm2.forward(y + self.ffn.forward(y))
         else:
-            attended, weights = self.attention.forward(self.norm1.forward(x), mask=mask)
+            attended, weights = self.attention.forward(self.norm1.forward(x),
+                                                       mask=mask)
             y = x + attended  # the residual path is never normalised
             z = y + self.ffn.forward(self.norm2.forward(y))
         return z, weights

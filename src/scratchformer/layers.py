@@ -16,7 +16,7 @@ __all__ = ["layer_norm", "LayerNorm", "FeedForward"]
 
 
 def layer_norm(x, gamma, beta, eps=1e-5):
-    r"""Normalise each token's features to mean 0 and variance 1, then scale and shift.
+    r"""Normalise each token to mean 0 and variance 1, then scale and shift.
 
     Parameters
     ----------
@@ -24,7 +24,8 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     gamma, beta : array_like, shape (d_model,)
         Learned scale and shift.
     eps : float, default 1e-5
-        Added to the variance, so that a constant token does not divide by zero.
+        Added to the variance, so that a constant token does not divide
+        by zero.
 
     Returns
     -------
@@ -32,10 +33,13 @@ def layer_norm(x, gamma, beta, eps=1e-5):
 
     Notes
     -----
-    .. math:: y = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta, \qquad
-              \mu = \frac{1}{d}\sum_j x_j, \quad \sigma^2 = \frac{1}{d}\sum_j (x_j - \mu)^2
+    .. math::
+        y = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta,
+        \quad \mu = \frac{1}{d}\sum_j x_j,
+        \quad \sigma^2 = \frac{1}{d}\sum_j (x_j - \mu)^2
 
-    over the feature axis of each token separately (the biased variance, as in PyTorch).
+    over the feature axis of each token separately (the biased variance, as
+    in PyTorch).
     Derived in the chapter "The Transformer block".
     """
     x = as_float_array(x, "x")
@@ -45,8 +49,8 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     d_model = x.shape[-1]
     for name, p in (("gamma", gamma), ("beta", beta)):
         if p.shape != (d_model,):
-            raise ValueError(f"{name} must have shape ({d_model},) to match x of shape "
-                             f"{x.shape}, got {p.shape}")
+            raise ValueError(f"{name} must have shape ({d_model},) to match "
+                             f"x of shape {x.shape}, got {p.shape}")
     if not eps >= 0:
         raise ValueError(f"eps must be non-negative, got {eps}")
     require_finite(x, "x")
@@ -108,7 +112,7 @@ class FeedForward:
         }
 
     def forward(self, x):
-        """Apply the network to every token: (..., d_model) -> (..., d_model)."""
+        """Apply the network to each token: (..., d_model) -> same shape."""
         p = self.params
         hidden = x @ p["w_1"] + p["b_1"]  # (..., d_ff)
         np.maximum(hidden, 0.0, out=hidden)  # ReLU
