@@ -34,3 +34,17 @@ def test_bad_arguments(kwargs):
         interleaved_medians({"f": lambda: None}, **kwargs)
     with pytest.raises(ValueError, match="no candidates"):
         interleaved_medians({})
+
+
+def test_peak_allocated_sees_numpy_buffers():
+    import numpy as np
+
+    from scratchformer.timing import peak_allocated
+
+    def temporary_then_small():
+        big = np.ones(1_000_000)  # 8 MB, freed before returning
+        return big[:10].copy()
+
+    peak, result = peak_allocated(temporary_then_small)
+    assert 8_000_000 <= peak < 9_000_000
+    assert result.shape == (10,)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import statistics
 import time
+import tracemalloc
 from collections.abc import Callable
 
-__all__ = ["interleaved_medians"]
+__all__ = ["interleaved_medians", "peak_allocated"]
 
 
 def interleaved_medians(candidates: dict[str, Callable[[], object]], *, repeats: int = 5,
@@ -49,3 +50,30 @@ def interleaved_medians(candidates: dict[str, Callable[[], object]], *, repeats:
             run()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(times[name]) for name, _ in items}
+
+
+def peak_allocated(run: Callable[[], object]) -> tuple[int, object]:
+    """Peak bytes allocated while ``run()`` executes, above what was allocated before.
+
+    Measured with :mod:`tracemalloc`, which sees NumPy's array buffers as well as Python
+    objects. The peak includes the result if it is newly allocated.
+
+    Returns
+    -------
+    peak : int
+        Bytes.
+    result : object
+        What ``run()`` returned (so that it is not freed before the measurement ends).
+    """
+    already = tracemalloc.is_tracing()
+    if not already:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before, _ = tracemalloc.get_traced_memory()
+        result = run()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        if not already:
+            tracemalloc.stop()
+    return peak - before, result
