@@ -15,7 +15,7 @@ from ._validation import as_float_array, require_finite, require_min_ndim
 from .functional import softmax_inplace
 
 __all__ = ["scaled_dot_product_attention", "causal_mask", "attention_kernel",
-           "attention_output", "check_attention_inputs"]
+           "check_attention_inputs"]
 
 
 def scaled_dot_product_attention(q, k, v, mask=None):
@@ -145,15 +145,6 @@ def attention_kernel(q, k, v, mask=None):
     return out, weights
 
 
-def attention_output(q, k, v, mask=None):
-    """The output of :func:`attention_kernel` alone, on checked inputs.
-
-    Same arguments and result as ``attention_kernel(q, k, v, mask)[0]``.
-    """
-    out, _ = attention_kernel(q, k, v, mask)
-    return out
-
-
 def causal_mask(n):
     """Boolean mask that lets token ``i`` attend to tokens ``0..i`` only.
 
@@ -204,6 +195,13 @@ def _as_mask(mask, scores_shape, dtype):
             f"{scores_shape} = (..., n_q, n_k)"
         )
     return mask
+
+
+def _check_no_overflow(row_max):
+    """Raise if a row's largest score is +inf: the scores overflowed their dtype."""
+    if np.isposinf(row_max).any():
+        raise ValueError(f"scores contain +inf: they overflowed {row_max.dtype} "
+                         "(scale the inputs down or compute in float64)")
 
 
 def _check_no_underflow(empty, mask):

@@ -12,7 +12,8 @@ import operator
 import numpy as np
 
 from ._validation import as_float_array, require_finite, require_min_ndim
-from .attention import _as_mask, attention_kernel, attention_output
+from .attention import _as_mask
+from .fast_attention import fast_attention, fast_attention_output
 
 __all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
 
@@ -168,7 +169,7 @@ class MultiHeadAttention:
         q = self._project(x, "q")  # (..., n_q, d_model)
         k = self._project(context, "k")  # (..., n_k, d_model)
         v = self._project(context, "v")
-        heads, weights = attention_kernel(
+        heads, weights = fast_attention(
             split_heads(q, self.n_heads),  # (..., h, n_q, d_k)
             split_heads(k, self.n_heads),  # (..., h, n_k, d_k)
             split_heads(v, self.n_heads),  # (..., h, n_k, d_k)
@@ -193,7 +194,7 @@ class MultiHeadAttention:
         q = self._project(x, "q")  # (..., n_q, d_model)
         k = self._project(context, "k")  # (..., n_k, d_model)
         v = self._project(context, "v")
-        heads = attention_output(
+        heads = fast_attention_output(
             split_heads(q, self.n_heads),  # (..., h, n_q, d_k)
             split_heads(k, self.n_heads),  # (..., h, n_k, d_k)
             split_heads(v, self.n_heads),  # (..., h, n_k, d_k)

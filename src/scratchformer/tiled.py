@@ -12,7 +12,7 @@ import operator
 
 import numpy as np
 
-from .attention import _check_no_underflow, check_attention_inputs
+from .attention import _check_no_overflow, _check_no_underflow, check_attention_inputs
 
 __all__ = ["tiled_attention"]
 
@@ -84,9 +84,7 @@ def _attend_tile(q, k, v, mask, block_k):
             elif mask is not None:
                 s += mask[..., cols]
         m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
-        if np.isposinf(m_new).any():
-            raise ValueError(f"scores contain +inf: they overflowed {q.dtype} "
-                             "(scale the inputs down or compute in float64)")
+        _check_no_overflow(m_new)
         # A row that has seen only -inf keeps m = -inf; shift it by 0.
         shift = np.where(np.isneginf(m_new), 0.0, m_new)
         s -= shift
