@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .attention import scaled_dot_product_attention
+from .fast_attention import fast_attention_output
 from .multihead import MultiHeadAttention
-from .timing import interleaved_medians
+from .tiled import tiled_attention
+from .timing import interleaved_medians, peak_allocated
 
-__all__ = ["attention_forward_speed"]
+__all__ = ["attention_forward_speed", "tiled_attention_speed"]
 
 
 def attention_forward_speed(ns=(512, 2048, 4096), *, d_model=512, n_heads=8, repeats=5,
@@ -68,4 +71,45 @@ def attention_forward_speed(ns=(512, 2048, 4096), *, d_model=512, n_heads=8, rep
                      "numpy / torch MHA": medians["numpy"] / medians["torch MHA"],
                      "numpy / torch SDPA": medians["numpy"] / medians["torch SDPA"],
                      "numpy+weights / torch MHA": medians["numpy+weights"] / medians["torch MHA"]})
+    return rows
+
+
+def tiled_attention_speed(ns=(4096, 8192, 16384), *, n_heads=8, d_k=64, repeats=3,
+                          untiled_max_n=16384, seed=0):
+    """Time and memory of tiled attention against untiled attention, float32, batch 1.
+
+    Candidates, on the same ``q``, ``k``, ``v`` of shape ``(1, h, n, d_k)``:
+
+    - ``tiled``: :func:`scratchformer.tiled_attention` with its default tiles;
+    - ``untiled``: :func:`scratchformer.scaled_dot_product_attention`, which stores the
+      ``(h, n, n)`` weights (only for ``n <= untiled_max_n``);
+    - ``blocked``: the layers' kernel :func:`scratchformer.fast_attention.fast_attention_output`
+      (query blocks against all keys at once).
+
+    Returns
+    -------
+    rows : list of dict
+        Per ``n``: median seconds of each candidate, their ratios to ``untiled``, and the peak
+        working memory of each (bytes allocated during one call beyond its output, measured
+        with :mod:`tracemalloc`).
+    """
+    rows = []
+    for n in ns:
+        rng = np.random.default_rng(seed)
+        q, k, v = (rng.standard_normal((1, n_heads, n, d_k)).astype(np.float32)
+                   for _ in range(3))
+        output_bytes = q.nbytes  # (1, h, n, d_k) float32, like q
+        candidates = {"tiled": lambda: tiled_attention(q, k, v),
+                      "blocked": lambda: fast_attention_output(q, k, v)}
+        if n <= untiled_max_n:
+            candidates["untiled"] = lambda: scaled_dot_product_attention(q, k, v)[0]
+        row = {"n": n}
+        for name, run in candidates.items():
+            peak, _ = peak_allocated(run)
+            row[f"{name} MiB"] = (peak - output_bytes) / 2**20
+        row |= interleaved_medians(candidates, repeats=repeats)
+        if "untiled" in candidates:
+            row["tiled / untiled"] = row["tiled"] / row["untiled"]
+            row["blocked / untiled"] = row["blocked"] / row["untiled"]
+        rows.append(row)
     return rows
