@@ -301,3 +301,20 @@ def test_causal_mask_rejects_bad_sizes(n, error):
 
 def test_causal_mask_accepts_numpy_integers():
     assert causal_mask(np.int64(3)).shape == (3, 3)
+
+
+@pytest.mark.parametrize("mask", [None, np.array([[-np.inf, 0.0]], dtype=np.float32)])
+def test_overflow_to_nan_raises_in_every_kernel(mask):
+    from scratchformer.fast_attention import fast_attention, fast_attention_output
+    from scratchformer.tiled import tiled_attention
+
+    # float32 products of 1e40 overflow with opposite signs: inf - inf = NaN in the score.
+    q = np.array([[1e20, 1e20]], dtype=np.float32)
+    k = np.array([[1e20, -1e20], [1e20, 1e20]], dtype=np.float32)
+    v = np.ones((2, 3), dtype=np.float32)
+    for attention in (lambda: scaled_dot_product_attention(q, k, v, mask=mask),
+                      lambda: tiled_attention(q, k, v, mask=mask),
+                      lambda: fast_attention(q, k, v, mask),
+                      lambda: fast_attention_output(q, k, v, mask)):
+        with pytest.raises(ValueError, match="overflowed float32"):
+            attention()

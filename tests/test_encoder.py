@@ -80,3 +80,13 @@ def test_bad_arguments():
     gelu = torch.nn.TransformerEncoderLayer(8, 2, 16, activation="gelu")
     with pytest.raises(ValueError, match="ReLU"):
         EncoderBlock.from_torch(gelu)
+
+
+def test_from_torch_rejects_a_layer_without_biases():
+    with pytest.raises(ValueError, match="biases"):
+        EncoderBlock.from_torch(torch.nn.TransformerEncoderLayer(8, 2, 16, bias=False))
+
+
+def test_rng_must_be_a_generator():
+    with pytest.raises(TypeError, match="Generator"):
+        EncoderBlock(8, 2, 16, rng=42)

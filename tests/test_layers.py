@@ -74,3 +74,13 @@ def test_feed_forward_is_relu_mlp_per_token():
     np.testing.assert_allclose(ffn.forward(x[1, 2]), expected[1, 2], atol=1e-15)
     with pytest.raises(ValueError, match="positive"):
         FeedForward(4, 0)
+
+
+def test_feed_forward_rejects_bad_input():
+    ffn = FeedForward(4, 6)
+    with pytest.raises(ValueError, match=r"shape \(\.\.\., 4\)"):
+        ffn.forward(np.zeros((2, 5)))
+    with pytest.raises(ValueError, match="finite"):
+        ffn.forward(np.full((2, 4), np.inf))
+    with pytest.raises(TypeError, match="Generator"):
+        FeedForward(4, 6, rng=1)

@@ -219,3 +219,9 @@ def test_from_torch_rejects_what_it_cannot_represent():
         MultiHeadAttention.from_torch(torch.nn.MultiheadAttention(8, 2, kdim=4, vdim=4))
     with pytest.raises(ValueError, match="add_bias_kv"):
         MultiHeadAttention.from_torch(torch.nn.MultiheadAttention(8, 2, add_bias_kv=True))
+
+
+@pytest.mark.parametrize("n_heads", [0, -2])
+def test_split_heads_rejects_non_positive_heads(n_heads):
+    with pytest.raises(ValueError, match="positive integer"):
+        split_heads(np.zeros((2, 8)), n_heads)

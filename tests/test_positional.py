@@ -70,3 +70,9 @@ def test_distinct_positions_get_distinct_codes():
 def test_bad_input(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+@pytest.mark.parametrize("k", [float("nan"), float("inf")])
+def test_rotation_matrix_rejects_non_finite_shifts(k):
+    with pytest.raises(ValueError, match="finite"):
+        rotation_matrix(k, 8)

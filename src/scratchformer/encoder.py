@@ -11,7 +11,7 @@ import operator
 import numpy as np
 
 from ._validation import as_float_array, require_finite, require_min_ndim
-from .layers import FeedForward, LayerNorm
+from .layers import FeedForward, LayerNorm, _generator
 from .multihead import MultiHeadAttention
 
 __all__ = ["EncoderBlock"]
@@ -62,7 +62,7 @@ class EncoderBlock:
         if norm not in NORMS:
             raise ValueError(f'norm must be "post" or "pre", got {norm!r}')
         d_ff = operator.index(d_ff)
-        rng = np.random.default_rng(0) if rng is None else rng
+        rng = _generator(rng)
         self.norm = norm
         self.attention = MultiHeadAttention(d_model, n_heads, rng=rng, dtype=dtype)
         self.ffn = FeedForward(d_model, d_ff, rng=rng, dtype=dtype)
@@ -124,6 +124,8 @@ class EncoderBlock:
                             f"{type(layer).__name__}")
         if layer.activation_relu_or_gelu != 1:
             raise ValueError("only the ReLU activation is supported")
+        if layer.linear1.bias is None or layer.norm1.bias is None:
+            raise ValueError("only layers with biases (bias=True) are supported")
         if layer.norm1.eps != layer.norm2.eps:
             raise ValueError("the two layer norms must share eps")
 

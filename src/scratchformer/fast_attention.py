@@ -21,7 +21,8 @@ import math
 
 import numpy as np
 
-from .attention import _check_no_overflow, _check_no_underflow
+from .attention import _check_no_underflow
+from .functional import check_no_overflow
 
 __all__ = ["fast_attention", "fast_attention_output"]
 
@@ -118,7 +119,7 @@ def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
             i1 = min(i0 + bq, n_q)
             r = i1 - i0
             s = s_buf[:r]  # (r, n_k)
-            with np.errstate(over="ignore"):  # overflow shows up as +-inf, handled below
+            with np.errstate(over="ignore", invalid="ignore"):  # overflow shows up as +-inf, handled below
                 np.matmul(q[h][i0:i1], k_t, out=s)
             # exp into a second buffer (measured ~4% faster than in place); with weights
             # requested, straight into the weights array.
@@ -134,7 +135,7 @@ def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
                 elif m_blk is not None:
                     s += m_blk  # float mask: 0 allows, -inf blocks
                 m = np.max(s, axis=-1, keepdims=True, out=m_buf[:r])  # (r, 1)
-                _check_no_overflow(m)
+                check_no_overflow(m)
                 _check_no_underflow(np.isneginf(m), m_blk)
                 np.maximum(m, finfo.min, out=m)  # all -inf row: subtract a finite number
                 s -= m  # every entry <= 0: exp cannot overflow

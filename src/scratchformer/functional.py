@@ -66,6 +66,18 @@ def softmax(x, axis=-1):
     return weights
 
 
+def check_no_overflow(row_max):
+    """Raise if a slice's maximum is +inf or NaN: its scores overflowed.
+
+    NaN arises from overflow too (``inf - inf`` inside a dot product, or an
+    overflowed score plus a ``-inf`` mask), and ``max`` propagates it.
+    """
+    if np.isposinf(row_max).any() or np.isnan(row_max).any():
+        raise ValueError(
+            f"scores overflowed {row_max.dtype} (+inf or NaN) "
+            "(scale the inputs down or compute in float64)")
+
+
 def softmax_inplace(scores: np.ndarray, axis: int = -1) -> np.ndarray:
     """Overwrite ``scores`` with its softmax along ``axis``.
 
@@ -76,11 +88,7 @@ def softmax_inplace(scores: np.ndarray, axis: int = -1) -> np.ndarray:
     the attention functions.
     """
     row_max = scores.max(axis=axis, keepdims=True)
-    if np.isposinf(row_max).any():
-        raise ValueError(
-            f"scores contain +inf: they overflowed {scores.dtype} "
-            "(scale the inputs down or compute in float64)"
-        )
+    check_no_overflow(row_max)
     empty = np.isneginf(row_max)
     # An all -inf slice stays -inf below, and exp(-inf) = 0:
     row_max[empty] = 0.0

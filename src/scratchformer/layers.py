@@ -60,6 +60,16 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return centred / np.sqrt(variance + eps) * gamma + beta
 
 
+def _generator(rng):
+    """``rng``, or a generator seeded with 0 when it is None."""
+    if rng is None:
+        return np.random.default_rng(0)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    return rng
+
+
 class LayerNorm:
     """Layer normalisation with learned ``gamma`` (ones) and ``beta`` (zeros).
 
@@ -102,7 +112,7 @@ class FeedForward:
         d_model, d_ff = operator.index(d_model), operator.index(d_ff)
         if d_model < 1 or d_ff < 1:
             raise ValueError(f"d_model and d_ff must be positive, got {d_model}, {d_ff}")
-        rng = np.random.default_rng(0) if rng is None else rng
+        rng = _generator(rng)
         limit = math.sqrt(6.0 / (d_model + d_ff))
         self.params = {
             "w_1": rng.uniform(-limit, limit, (d_model, d_ff)).astype(dtype),
@@ -114,6 +124,11 @@ class FeedForward:
     def forward(self, x):
         """Apply the network to each token: (..., d_model) -> same shape."""
         p = self.params
+        x = as_float_array(x, "x")
+        if x.ndim < 1 or x.shape[-1] != p["w_1"].shape[0]:
+            raise ValueError(f"x must have shape (..., {p['w_1'].shape[0]}), "
+                             f"got {x.shape}")
+        require_finite(x, "x")
         hidden = x @ p["w_1"] + p["b_1"]  # (..., d_ff)
         np.maximum(hidden, 0.0, out=hidden)  # ReLU
         return hidden @ p["w_2"] + p["b_2"]  # (..., d_model)

@@ -32,13 +32,14 @@ def split_heads(x, n_heads):
     Returns
     -------
     ndarray, shape (..., n_heads, n, d_model // n_heads)
-        A view of ``x`` (no copy): head ``i`` sees the features
-        ``i*d_k .. (i+1)*d_k - 1``.
+        Head ``i`` sees the features ``i*d_k .. (i+1)*d_k - 1``. A view of
+        ``x`` (no copy) when ``x`` is contiguous in its last axis.
     """
+    n_heads = operator.index(n_heads)
     *batch, n, d_model = x.shape
-    if d_model % n_heads:
-        raise ValueError(
-            f"d_model={d_model} is not divisible by n_heads={n_heads}")
+    if n_heads < 1 or d_model % n_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by "
+                         f"n_heads={n_heads}, a positive integer")
     d_k = d_model // n_heads
     x = x.reshape(*batch, n, n_heads, d_k)  # (..., n, h, d_k)
     return np.swapaxes(x, -3, -2)  # (..., h, n, d_k)
@@ -54,6 +55,7 @@ def merge_heads(x):
     Returns
     -------
     ndarray, shape (..., n, h * d_k)
+        A copy, in general: the heads' features are laid side by side again.
     """
     *batch, h, n, d_k = x.shape
     x = np.swapaxes(x, -3, -2)  # (..., n, h, d_k)

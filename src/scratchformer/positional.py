@@ -6,6 +6,7 @@ shift of the position by ``k`` is a rotation of the encoding that depends on ``k
 
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -109,6 +110,8 @@ def rotation_matrix(k, d_model):
     chapter "Positional encoding".
     """
     k = float(k)
+    if not math.isfinite(k):
+        raise ValueError(f"the shift k must be finite, got {k}")
     omega = frequencies(d_model)  # (d_model / 2,)
     cos, sin = np.cos(k * omega), np.sin(k * omega)
     r = np.zeros((d_model, d_model))

@@ -62,6 +62,7 @@ def rnn_influence(w_hh, w_xh, inputs, h0=None):
     h = np.zeros(d_hidden) if h0 is None else as_float_array(h0, "h0")
     if h.shape != (d_hidden,):
         raise ValueError(f"h0 must have shape ({d_hidden},), got {h.shape}")
+    require_finite(h, "h0")
 
     jacobian = np.eye(d_hidden)  # d h_0 / d h_0
     influence, step_norms = [], []

@@ -12,7 +12,8 @@ import operator
 
 import numpy as np
 
-from .attention import _check_no_overflow, _check_no_underflow, check_attention_inputs
+from .attention import _check_no_underflow, check_attention_inputs
+from .functional import check_no_overflow
 
 __all__ = ["tiled_attention"]
 
@@ -76,7 +77,8 @@ def _attend_tile(q, k, v, mask, block_k):
     acc = np.zeros((*batch, bq, v.shape[-1]), dtype=q.dtype)  # running a
     for start in range(0, k.shape[-2], block_k):
         cols = slice(start, start + block_k)
-        with np.errstate(over="ignore"):  # overflow is reported below
+        # Overflow (+inf or NaN scores) is reported below.
+        with np.errstate(over="ignore", invalid="ignore"):
             # (..., bq, d_k) @ (..., d_k, bk) -> (..., bq, bk)
             s = q @ np.swapaxes(k[..., cols, :], -1, -2)
             if mask is not None and mask.dtype == np.bool_:
@@ -84,7 +86,7 @@ def _attend_tile(q, k, v, mask, block_k):
             elif mask is not None:
                 s += mask[..., cols]
         m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
-        _check_no_overflow(m_new)
+        check_no_overflow(m_new)
         # A row that has seen only -inf keeps m = -inf; shift it by 0.
         shift = np.where(np.isneginf(m_new), 0.0, m_new)
         s -= shift
