@@ -32,7 +32,11 @@ def test_each_token_gets_mean_zero_and_unit_variance(x):
 def test_agrees_with_torch(x, gamma, beta):
     expected = torch.nn.functional.layer_norm(torch.from_numpy(x), (6,), torch.from_numpy(gamma),
                                               torch.from_numpy(beta), eps=1e-5).numpy()
-    np.testing.assert_allclose(layer_norm(x, gamma, beta), expected, rtol=0, atol=1e-12)
+    # Rounding in the mean (a few ulps of |x|) is amplified by gamma / sqrt(var + eps), which is
+    # large for (nearly) constant tokens: the tolerance follows that conditioning.
+    eps64 = np.finfo(np.float64).eps
+    atol = 8 * eps64 * np.abs(x).max() * np.abs(gamma).max() / np.sqrt(x.var(-1).min() + 1e-5)
+    np.testing.assert_allclose(layer_norm(x, gamma, beta), expected, rtol=0, atol=atol + 1e-13)
 
 
 def test_invariant_to_shift_and_scale_of_a_token():
