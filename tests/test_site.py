@@ -1,20 +1,28 @@
-"""The built book, looked at in a real browser with no network: math typeset, figures drawn.
+"""The built book, looked at in a real browser with no network.
 
-These tests read ``_build/html``, which ``make test`` builds first. They fail (rather than
-skip) under CI when Chromium is missing.
+Every HTML page of ``_build/html`` is opened in headless Chromium in light and dark mode, at
+desktop width and at a 375 px phone width: nothing may be requested from another host, no
+request may fail, no console error may be logged, every image must load and describe itself,
+math must be typeset, the page body must not scroll sideways on a phone, and figures must stay
+readable in dark mode. These tests read ``_build/html``, which ``make test`` builds first; under
+CI they fail (rather than skip) when Chromium is missing.
 """
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from urllib.parse import urlparse
 
+import numpy as np
 import pytest
 import yaml
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
+SITE = ROOT / "_build" / "html"
+VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 375, "height": 800}}
 
 
 def toc_pages():
@@ -26,17 +34,27 @@ def toc_pages():
     return [f"{file}.html" for file in files]
 
 
-PAGES = toc_pages()
+def site_pages():
+    """Every HTML page of the built site (the TOC's pages when the site is not built yet)."""
+    if not SITE.exists():
+        return toc_pages()
+    return sorted(str(p.relative_to(SITE)) for p in SITE.rglob("*.html")
+                  if not p.relative_to(SITE).parts[0].startswith("_"))
 
 
-def visit(browser, site_url, path):
+PAGES = site_pages()
+
+
+def visit(browser, site_url, path, viewport="desktop", scheme="light"):
     """Open ``path``; return the page and what went wrong while loading it."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    context = browser.new_context(viewport=VIEWPORTS[viewport], color_scheme=scheme)
+    page = context.new_page()
     problems = {"console": [], "failed": [], "foreign": []}
     host = urlparse(site_url).netloc
 
     def on_request(request):
-        if urlparse(request.url).scheme in ("http", "https") and urlparse(request.url).netloc != host:
+        url = urlparse(request.url)
+        if url.scheme in ("http", "https", "ws", "wss") and url.netloc != host:
             problems["foreign"].append(request.url)
 
     page.on("request", on_request)
@@ -48,47 +66,92 @@ def visit(browser, site_url, path):
 
 
 def wait_for_mathjax(page):
+    """Wait until MathJax has typeset the page (if the page loads MathJax at all)."""
+    if not page.evaluate("() => !!window.MathJax"):
+        return
     page.wait_for_function(
-        "() => window.MathJax && MathJax.startup && MathJax.startup.promise"
-        " && (MathJax.startup.promise.then(() => { window.__typeset = true; }), window.__typeset)",
-        timeout=20_000)
+        "() => window.MathJax.startup && window.MathJax.startup.promise"
+        " && (window.MathJax.startup.promise.then(() => { window.__typeset = true; }),"
+        " window.__typeset)", timeout=20_000)
 
 
-def test_every_page_of_the_toc_is_tested():
-    assert "book/scaled_dot_product_attention.html" in PAGES and len(PAGES) >= 3
+def test_the_sweep_covers_every_chapter():
+    assert set(toc_pages()) <= set(PAGES)
+    assert len(toc_pages()) >= 10
 
 
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("viewport", ["desktop", "phone"])
 @pytest.mark.parametrize("path", PAGES)
-def test_page_loads_everything_locally(browser, site_url, path):
-    page, problems = visit(browser, site_url, path)
-    page.close()
-    assert problems["foreign"] == [], "the page requested other hosts"
-    assert problems["failed"] == [], "requests failed"
+def test_page(browser, site_url, path, viewport, scheme):
+    page, problems = visit(browser, site_url, path, viewport, scheme)
+    try:
+        wait_for_mathjax(page)
+        images = page.evaluate("""() => [...document.querySelectorAll('article img')].map(
+            img => ({src: img.src, alt: img.alt, done: img.complete, w: img.naturalWidth}))""")
+        text = page.locator("article").inner_text() if page.locator("article").count() else ""
+        overflow = page.evaluate(
+            "() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        theme = page.evaluate("() => document.documentElement.dataset.theme")
+    finally:
+        page.context.close()
+    assert problems["foreign"] == [], "requests to other hosts"
+    assert problems["failed"] == [], "failed requests"
     assert problems["console"] == [], "console errors"
-
-
-def test_chapter_math_is_typeset(browser, site_url):
-    page, problems = visit(browser, site_url, "book/scaled_dot_product_attention.html")
-    wait_for_mathjax(page)
-    rendered = page.locator("mjx-container").count()
-    display = page.locator("mjx-container[display='true']").count()
-    text = page.locator("article").inner_text()
-    page.close()
-    assert rendered >= 20 and display >= 3, (rendered, display)
-    for raw in ("$$", "\\(", "\\[", "\\frac", "\\operatorname"):
-        assert raw not in text, f"raw TeX {raw!r} left in the rendered text"
-    assert problems["foreign"] == [] and problems["failed"] == []
-
-
-def test_chapter_figures_are_drawn(browser, site_url):
-    page, _ = visit(browser, site_url, "book/scaled_dot_product_attention.html")
-    figures = page.locator("figure img")
-    count = figures.count()
-    images = [figures.nth(i).evaluate(
-        "img => ({w: img.naturalWidth, h: img.naturalHeight, alt: img.alt, done: img.complete})")
-        for i in range(count)]
-    page.close()
-    assert count == 2
+    assert theme == scheme, f"the page did not follow the reader's {scheme} preference"
     for image in images:
-        assert image["done"] and image["w"] > 200 and image["h"] > 200, image
-        assert len(image["alt"]) > 40, f"figure without a real description: {image['alt']!r}"
+        assert image["done"] and image["w"] > 0, f"image not loaded: {image['src']}"
+        assert len(image["alt"]) > 30, f"image without a description: {image['src']}"
+    for raw in ("$$", "\\(", "\\[", "\\frac{", "\\operatorname"):
+        assert raw not in text, f"raw TeX {raw!r} left in the rendered text"
+    assert overflow <= 0, f"the page body scrolls sideways by {overflow}px"
+
+
+def test_chapter_math_and_figures(browser, site_url):
+    page, _ = visit(browser, site_url, "book/scaled_dot_product_attention.html")
+    try:
+        wait_for_mathjax(page)
+        rendered = page.locator("mjx-container").count()
+        display = page.locator("mjx-container[display='true']").count()
+        figures = page.locator("figure img").count()
+    finally:
+        page.context.close()
+    assert rendered >= 20 and display >= 3, (rendered, display)
+    assert figures == 2
+
+
+def luminance(png_bytes):
+    """Mean relative luminance (0 black .. 1 white) of a screenshot."""
+    from PIL import Image
+
+    rgb = np.asarray(Image.open(io.BytesIO(png_bytes)).convert("RGB"), dtype=float) / 255
+    return float((rgb @ np.array([0.2126, 0.7152, 0.0722])).mean())
+
+
+@pytest.mark.parametrize("path", ["book/scaling.html", "book/positional_encoding.html"])
+def test_figures_are_readable_in_dark_mode(browser, site_url, path):
+    """Dark mode keeps figures on a light card: dark ink on light, not dark on dark."""
+    page, _ = visit(browser, site_url, path, scheme="dark")
+    try:
+        body = luminance(page.screenshot(clip={"x": 0, "y": 0, "width": 40, "height": 40}))
+        figures = page.locator("figure img")
+        assert figures.count() >= 2
+        cards = []
+        for i in range(figures.count()):
+            figures.nth(i).scroll_into_view_if_needed()
+            cards.append(luminance(figures.nth(i).screenshot()))
+    finally:
+        page.context.close()
+    assert body < 0.25, "the page is not dark"
+    assert min(cards) > 0.6, f"a figure is dark in dark mode (mean luminance {min(cards):.2f})"
+
+
+def test_search_finds_a_chapter_by_a_word_in_it(browser, site_url):
+    page, problems = visit(browser, site_url, "search.html?q=permutation")
+    try:
+        page.wait_for_selector("#search-results li a", timeout=20_000)
+        hits = page.eval_on_selector_all("#search-results li a", "els => els.map(e => e.href)")
+    finally:
+        page.context.close()
+    assert any(hit.split("#")[0].endswith("book/self_attention.html") for hit in hits), hits
+    assert problems["foreign"] == [] and problems["failed"] == []
