@@ -166,21 +166,10 @@ class MultiHeadAttention:
         weights : ndarray, shape (..., h, n_q, n_k)
             Every head's attention weights.
         """
-        x, context, mask = self._check(x, mask, context)
-        p = self.params
-        q = self._project(x, "q")  # (..., n_q, d_model)
-        k = self._project(context, "k")  # (..., n_k, d_model)
-        v = self._project(context, "v")
-        heads, weights = fast_attention(
-            split_heads(q, self.n_heads),  # (..., h, n_q, d_k)
-            split_heads(k, self.n_heads),  # (..., h, n_k, d_k)
-            split_heads(v, self.n_heads),  # (..., h, n_k, d_k)
-            mask)  # heads: (..., h, n_q, d_k), weights: (..., h, n_q, n_k)
-        # (..., n_q, d_model) @ (d_model, d_model) -> (..., n_q, d_model)
-        out = merge_heads(heads) @ p["w_o"]
-        if self.bias:
-            out += p["b_o"]
-        return out, weights
+        q, k, v, mask = self._split_inputs(x, mask, context)
+        # heads: (..., h, n_q, d_k), weights: (..., h, n_q, n_k)
+        heads, weights = fast_attention(q, k, v, mask)
+        return self._merge_output(heads), weights
 
     def output(self, x, mask=None, context=None):
         """Like :meth:`forward`, but return the output only.
@@ -192,16 +181,23 @@ class MultiHeadAttention:
         -------
         out : ndarray, shape (..., n_q, d_model)
         """
+        q, k, v, mask = self._split_inputs(x, mask, context)
+        heads = fast_attention_output(q, k, v, mask)  # (..., h, n_q, d_k)
+        return self._merge_output(heads)
+
+    def _split_inputs(self, x, mask, context):
+        """Check, project and split into heads: (..., h, n, d_k) each."""
         x, context, mask = self._check(x, mask, context)
         q = self._project(x, "q")  # (..., n_q, d_model)
         k = self._project(context, "k")  # (..., n_k, d_model)
-        v = self._project(context, "v")
-        heads = fast_attention_output(
-            split_heads(q, self.n_heads),  # (..., h, n_q, d_k)
-            split_heads(k, self.n_heads),  # (..., h, n_k, d_k)
-            split_heads(v, self.n_heads),  # (..., h, n_k, d_k)
-            mask)  # (..., h, n_q, d_k)
-        out = merge_heads(heads) @ self.params["w_o"]  # (..., n_q, d_model)
+        v = self._project(context, "v")  # (..., n_k, d_model)
+        q, k, v = (split_heads(a, self.n_heads) for a in (q, k, v))
+        return q, k, v, mask
+
+    def _merge_output(self, heads):
+        """Merge the heads and apply the output projection."""
+        # (..., n_q, d_model) @ (d_model, d_model) -> (..., n_q, d_model)
+        out = merge_heads(heads) @ self.params["w_o"]
         if self.bias:
             out += self.params["b_o"]
         return out
