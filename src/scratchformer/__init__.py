@@ -9,27 +9,41 @@ chapter that derives it. Conventions used throughout:
 - randomness comes only from an ``rng: numpy.random.Generator`` argument.
 """
 
-from .attention import causal_mask, scaled_dot_product_attention
+from .attention import attention_backward, causal_mask, scaled_dot_product_attention
 from .display import markdown_table, weights_table
 from .encoder import EncoderBlock
-from .functional import softmax, softmax_jacobian
-from .layers import FeedForward, LayerNorm, layer_norm
+from .functional import softmax, softmax_backward, softmax_jacobian
+from .layers import (Embedding, FeedForward, LayerNorm, Linear, layer_norm,
+                     layer_norm_backward)
+from .model import EncoderModel, cross_entropy
+from .module import Layer
 from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
 from .plotting import attention_heads, attention_heatmap, curves, matrix_heatmap
 from .positional import positional_encoding, rotation_matrix
 from .rnn import rnn_influence
 from .tiled import tiled_attention
 
 __all__ = [
+    "Adam",
+    "Embedding",
     "EncoderBlock",
+    "EncoderModel",
     "FeedForward",
+    "Layer",
     "LayerNorm",
+    "Linear",
     "MultiHeadAttention",
+    "attention_backward",
     "attention_heads",
     "attention_heatmap",
     "causal_mask",
+    "clip_grad_norm",
+    "cross_entropy",
     "curves",
+    "grad_norm",
     "layer_norm",
+    "layer_norm_backward",
     "markdown_table",
     "matrix_heatmap",
     "merge_heads",
@@ -38,9 +52,11 @@ __all__ = [
     "rotation_matrix",
     "scaled_dot_product_attention",
     "softmax",
+    "softmax_backward",
     "softmax_jacobian",
     "split_heads",
     "tiled_attention",
+    "warmup_cosine",
     "weights_table",
 ]
 __version__ = "0.1.0"

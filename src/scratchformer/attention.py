@@ -12,10 +12,10 @@ import operator
 import numpy as np
 
 from ._validation import as_float_array, require_finite, require_min_ndim
-from .functional import softmax_inplace
+from .functional import softmax_backward, softmax_inplace
 
-__all__ = ["scaled_dot_product_attention", "causal_mask", "attention_kernel",
-           "check_attention_inputs"]
+__all__ = ["scaled_dot_product_attention", "attention_backward", "causal_mask",
+           "attention_kernel", "check_attention_inputs"]
 
 
 def scaled_dot_product_attention(q, k, v, mask=None):
@@ -143,6 +143,49 @@ def attention_kernel(q, k, v, mask=None):
     # (..., n_q, n_k) @ (..., n_k, d_v) -> (..., n_q, d_v)
     out = weights @ v
     return out, weights
+
+
+def attention_backward(d_out, q, k, v, weights):
+    r"""Gradients of scaled dot-product attention with respect to ``q``, ``k`` and ``v``.
+
+    Parameters
+    ----------
+    d_out : ndarray, shape (..., n_q, d_v)
+        Gradient of the loss with respect to the attention's output.
+    q, k, v : ndarray, shapes (..., n_q, d_k), (..., n_k, d_k), (..., n_k, d_v)
+        The inputs of the forward pass, with the same leading axes.
+    weights : ndarray, shape (..., n_q, n_k)
+        The attention weights the forward pass returned. The mask acts through them:
+        a blocked pair has weight 0, so its score gets no gradient.
+
+    Returns
+    -------
+    d_q, d_k, d_v : ndarray
+        Shapes of ``q``, ``k`` and ``v``.
+
+    Notes
+    -----
+    With :math:`S = QK^\top/\sqrt{d_k} + M`, :math:`A = \operatorname{softmax}(S)`,
+    :math:`O = AV`:
+
+    .. math::
+        dV = A^\top dO, \quad dA = dO\, V^\top, \quad
+        dS = A \odot \bigl(dA - \operatorname{rowsum}(dA \odot A)\bigr), \quad
+        dQ = \frac{dS\, K}{\sqrt{d_k}}, \quad dK = \frac{dS^\top Q}{\sqrt{d_k}}.
+
+    Derived in the chapter "Backpropagation through attention".
+    """
+    scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32
+    # (..., n_k, n_q) @ (..., n_q, d_v) -> (..., n_k, d_v)
+    d_v = np.swapaxes(weights, -1, -2) @ d_out
+    # (..., n_q, d_v) @ (..., d_v, n_k) -> (..., n_q, n_k)
+    d_weights = d_out @ np.swapaxes(v, -1, -2)
+    d_scores = softmax_backward(weights, d_weights)  # (..., n_q, n_k)
+    d_scores *= scale
+    d_q = d_scores @ k  # (..., n_q, n_k) @ (..., n_k, d_k) -> (..., n_q, d_k)
+    # (..., n_k, n_q) @ (..., n_q, d_k) -> (..., n_k, d_k)
+    d_k = np.swapaxes(d_scores, -1, -2) @ q
+    return d_q, d_k, d_v
 
 
 def causal_mask(n):

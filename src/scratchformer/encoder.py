@@ -12,6 +12,7 @@ import numpy as np
 
 from ._validation import as_float_array, require_finite, require_min_ndim
 from .layers import FeedForward, LayerNorm, _generator
+from .module import Layer
 from .multihead import MultiHeadAttention
 
 __all__ = ["EncoderBlock"]
@@ -19,7 +20,7 @@ __all__ = ["EncoderBlock"]
 NORMS = ("post", "pre")
 
 
-class EncoderBlock:
+class EncoderBlock(Layer):
     r"""A Transformer encoder block, post-LN (the original) or pre-LN.
 
     Parameters
@@ -77,8 +78,12 @@ class EncoderBlock:
     def num_parameters(self):
         """Scalar parameters: ``4 d^2 + 4 d`` (attention) ``+ 2 d d_ff + d_ff + d``
         (feed-forward) ``+ 4 d`` (two norms)."""
-        return sum(p.size for layer in (self.attention, self.ffn, self.norm1, self.norm2)
-                   for p in layer.params.values())
+        return super().num_parameters
+
+    def children(self):
+        """The four sub-layers, by attribute name."""
+        return {"attention": self.attention, "ffn": self.ffn,
+                "norm1": self.norm1, "norm2": self.norm2}
 
     def forward(self, x, mask=None):
         """Apply the block to a batch of sequences.
@@ -109,6 +114,33 @@ class EncoderBlock:
             y = x + attended  # the residual path is never normalised
             z = y + self.ffn.forward(self.norm2.forward(y))
         return z, weights
+
+    def backward(self, d_z):
+        r"""Gradient with respect to ``x`` of the last :meth:`forward`; sets the sub-layers'
+        ``grads``.
+
+        Parameters
+        ----------
+        d_z : ndarray, shape (..., n, d_model)
+
+        Returns
+        -------
+        d_x : ndarray, shape (..., n, d_model)
+
+        Notes
+        -----
+        A residual connection :math:`y = x + f(x)` passes the gradient on twice:
+        :math:`dx = dy + J_f^\top dy`. Post-LN sends every gradient through both norms;
+        pre-LN leaves an identity path from the output to every block's input. Derived in the
+        chapter "Backpropagation through attention".
+        """
+        if self.norm == "post":
+            d_w = self.norm2.backward(d_z)  # into y + FFN(y)
+            d_y = d_w + self.ffn.backward(d_w)  # the residual and the FFN path
+            d_u = self.norm1.backward(d_y)  # into x + MHA(x)
+            return d_u + self.attention.backward(d_u)
+        d_y = d_z + self.norm2.backward(self.ffn.backward(d_z))
+        return d_y + self.norm1.backward(self.attention.backward(d_y))
 
     @classmethod
     def from_torch(cls, layer):

@@ -11,7 +11,7 @@ from numpy.lib.array_utils import normalize_axis_index
 
 from ._validation import as_float_array
 
-__all__ = ["softmax", "softmax_jacobian"]
+__all__ = ["softmax", "softmax_jacobian", "softmax_backward"]
 
 
 def softmax(x, axis=-1):
@@ -132,3 +132,32 @@ def softmax_jacobian(weights):
     diagonal = np.einsum("...ii->...i", jacobian)  # a writable view
     diagonal += a  # + a_i on the diagonal
     return jacobian
+
+
+def softmax_backward(weights, d_weights):
+    r"""Gradient through a softmax, from its output: the product :math:`J^\top g`.
+
+    Parameters
+    ----------
+    weights : ndarray, shape (..., n)
+        The softmax's output :math:`a` along the last axis (rows of zeros, from fully
+        masked attention rows, are allowed: their gradient is zero).
+    d_weights : ndarray, shape (..., n)
+        The gradient of the loss with respect to ``weights``.
+
+    Returns
+    -------
+    d_scores : ndarray, shape (..., n)
+        The gradient with respect to the softmax's input:
+        :math:`a \odot (g - \langle g, a\rangle)`.
+
+    Notes
+    -----
+    The Jacobian :math:`J = \operatorname{diag}(a) - a a^\top` is symmetric, so
+    :math:`J^\top g = a \odot g - a\,(a^\top g)`: two passes over the row instead of the
+    :math:`n \times n` matrix of :func:`softmax_jacobian`. Derived in the chapter
+    "Backpropagation through attention".
+    """
+    # <g, a> per row: (..., 1)
+    inner = np.einsum("...i,...i->...", d_weights, weights)[..., None]
+    return weights * (d_weights - inner)

@@ -1,6 +1,8 @@
-"""The position-wise parts of a Transformer block: layer normalisation and the feed-forward net.
+"""The position-wise parts of a Transformer: layer normalisation, the feed-forward net, and the
+linear layers and token embedding around the blocks.
 
-The book's chapter "The Transformer block" (``book/transformer_block.md``) derives both.
+The book's chapter "The Transformer block" (``book/transformer_block.md``) derives the first
+two; "Backpropagation through attention" (``book/backpropagation.md``) their backward passes.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import operator
 import numpy as np
 
 from ._validation import as_float_array, require_finite
+from .module import Layer
 
-__all__ = ["layer_norm", "LayerNorm", "FeedForward"]
+__all__ = ["layer_norm", "layer_norm_backward", "LayerNorm", "FeedForward", "Linear",
+           "Embedding"]
 
 
 def layer_norm(x, gamma, beta, eps=1e-5):
@@ -54,10 +58,63 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     if not eps >= 0:
         raise ValueError(f"eps must be non-negative, got {eps}")
     require_finite(x, "x")
+    y, _, _ = _layer_norm(x, gamma, beta, eps)
+    return y
+
+
+def _layer_norm(x, gamma, beta, eps):
+    """Layer norm of checked inputs: ``y``, and the ``x_hat`` and ``inv_std`` of its backward."""
     mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
     centred = x - mean  # (..., d_model)
-    variance = (centred**2).mean(axis=-1, keepdims=True)  # (..., 1)
-    return centred / np.sqrt(variance + eps) * gamma + beta
+    variance = np.einsum("...i,...i->...", centred, centred)[..., None]
+    variance /= x.shape[-1]  # (..., 1), the biased variance
+    inv_std = 1.0 / np.sqrt(variance + eps)  # (..., 1)
+    x_hat = centred * inv_std  # (..., d_model)
+    return x_hat * gamma + beta, x_hat, inv_std
+
+
+def layer_norm_backward(d_y, x_hat, inv_std, gamma):
+    r"""Gradients of :func:`layer_norm` with respect to ``x``, ``gamma`` and ``beta``.
+
+    Parameters
+    ----------
+    d_y : ndarray, shape (..., d_model)
+        Gradient of the loss with respect to the output.
+    x_hat : ndarray, shape (..., d_model)
+        The normalised input :math:`\hat x = (x - \mu)/\sqrt{\sigma^2 + \epsilon}` of the
+        forward pass.
+    inv_std : ndarray, shape (..., 1)
+        :math:`1/\sqrt{\sigma^2 + \epsilon}` of each token.
+    gamma : ndarray, shape (d_model,)
+
+    Returns
+    -------
+    d_x : ndarray, shape (..., d_model)
+    d_gamma, d_beta : ndarray, shape (d_model,)
+        Summed over every token.
+
+    Notes
+    -----
+    With :math:`g = \gamma \odot dy` and means over the features of one token,
+
+    .. math:: dx = \frac{1}{\sqrt{\sigma^2+\epsilon}}
+              \left(g - \operatorname{mean}(g) - \hat x\,\operatorname{mean}(g \odot \hat x)
+              \right).
+
+    The two subtracted terms remove the components along :math:`\mathbf 1` and
+    :math:`\hat x`, the directions that normalisation makes invisible. Derived in the chapter
+    "Backpropagation through attention".
+    """
+    d_model = x_hat.shape[-1]
+    flat_dy = d_y.reshape(-1, d_model)  # (tokens, d_model)
+    flat_x_hat = x_hat.reshape(-1, d_model)
+    d_gamma = np.einsum("ti,ti->i", flat_dy, flat_x_hat)  # (d_model,)
+    d_beta = flat_dy.sum(axis=0)  # (d_model,)
+    g = d_y * gamma  # (..., d_model)
+    g_mean = g.mean(axis=-1, keepdims=True)  # (..., 1)
+    projection = np.einsum("...i,...i->...", g, x_hat)[..., None] / d_model
+    d_x = (g - g_mean - x_hat * projection) * inv_std
+    return d_x, d_gamma, d_beta
 
 
 def _generator(rng):
@@ -70,7 +127,7 @@ def _generator(rng):
     return rng
 
 
-class LayerNorm:
+class LayerNorm(Layer):
     """Layer normalisation with learned ``gamma`` (ones) and ``beta`` (zeros).
 
     Attributes
@@ -88,10 +145,35 @@ class LayerNorm:
 
     def forward(self, x):
         """``layer_norm(x, gamma, beta, eps)``; shape (..., d_model) in and out."""
-        return layer_norm(x, self.params["gamma"], self.params["beta"], self.eps)
+        p = self.params
+        x = as_float_array(x, "x")
+        d_model = p["gamma"].shape[0]
+        if x.ndim < 1 or x.shape[-1] != d_model:
+            raise ValueError(f"x must have shape (..., {d_model}), got {x.shape}")
+        require_finite(x, "x")
+        y, x_hat, inv_std = _layer_norm(x, p["gamma"], p["beta"], self.eps)
+        self._keep(x_hat=x_hat, inv_std=inv_std)
+        return y
+
+    def backward(self, d_y):
+        """Gradient with respect to the input of the last :meth:`forward`; sets ``grads``.
+
+        Parameters
+        ----------
+        d_y : ndarray, shape (..., d_model)
+
+        Returns
+        -------
+        d_x : ndarray, shape (..., d_model)
+        """
+        cache = self._take()
+        d_x, d_gamma, d_beta = layer_norm_backward(
+            d_y, cache["x_hat"], cache["inv_std"], self.params["gamma"])
+        self.grads = {"gamma": d_gamma, "beta": d_beta}
+        return d_x
 
 
-class FeedForward:
+class FeedForward(Layer):
     r"""The position-wise feed-forward network :math:`\max(0, x W_1 + b_1) W_2 + b_2`.
 
     Parameters
@@ -129,6 +211,146 @@ class FeedForward:
             raise ValueError(f"x must have shape (..., {p['w_1'].shape[0]}), "
                              f"got {x.shape}")
         require_finite(x, "x")
-        hidden = x @ p["w_1"] + p["b_1"]  # (..., d_ff)
+        # (..., d_model) @ (d_model, d_ff) -> (..., d_ff)
+        hidden = x @ p["w_1"]
+        hidden += p["b_1"]
         np.maximum(hidden, 0.0, out=hidden)  # ReLU
-        return hidden @ p["w_2"] + p["b_2"]  # (..., d_model)
+        self._keep(x=x, hidden=hidden)
+        # (..., d_ff) @ (d_ff, d_model) -> (..., d_model)
+        y = hidden @ p["w_2"]
+        y += p["b_2"]
+        return y
+
+    def backward(self, d_y):
+        r"""Gradient with respect to the input of the last :meth:`forward`; sets ``grads``.
+
+        Parameters
+        ----------
+        d_y : ndarray, shape (..., d_model)
+
+        Returns
+        -------
+        d_x : ndarray, shape (..., d_model)
+
+        Notes
+        -----
+        With :math:`h = \max(0, xW_1 + b_1)`: :math:`dW_2 = h^\top dy`,
+        :math:`dh = dy\,W_2^\top \odot [h > 0]`, :math:`dW_1 = x^\top dh`,
+        :math:`dx = dh\,W_1^\top`, biases the column sums; sums run over every token.
+        """
+        p, cache = self.params, self._take()
+        x, hidden = cache["x"], cache["hidden"]
+        d_model, d_ff = p["w_1"].shape
+        d_hidden = d_y @ p["w_2"].T  # (..., d_model) @ (d_model, d_ff) -> (..., d_ff)
+        d_hidden *= hidden > 0  # ReLU passes the gradient where it passed the input
+        flat_dy = d_y.reshape(-1, d_model)  # (tokens, d_model)
+        flat_dh = d_hidden.reshape(-1, d_ff)  # (tokens, d_ff)
+        self.grads = {
+            "w_1": x.reshape(-1, d_model).T @ flat_dh,  # (d_model, d_ff)
+            "b_1": flat_dh.sum(axis=0),
+            "w_2": hidden.reshape(-1, d_ff).T @ flat_dy,  # (d_ff, d_model)
+            "b_2": flat_dy.sum(axis=0),
+        }
+        return d_hidden @ p["w_1"].T  # (..., d_ff) @ (d_ff, d_model) -> (..., d_model)
+
+
+class Linear(Layer):
+    r"""An affine map of each token, :math:`y = x W + b`: the model's output head.
+
+    Parameters
+    ----------
+    d_in, d_out : int
+    rng : numpy.random.Generator, optional
+        Source of the initial weights (Glorot-uniform, bias zero); default seeded with 0.
+    dtype : floating dtype, default float64
+
+    Attributes
+    ----------
+    params : dict
+        ``w`` (d_in, d_out) and ``b`` (d_out,).
+    """
+
+    def __init__(self, d_in, d_out, *, rng=None, dtype=np.float64):
+        d_in, d_out = operator.index(d_in), operator.index(d_out)
+        if d_in < 1 or d_out < 1:
+            raise ValueError(f"d_in and d_out must be positive, got {d_in}, {d_out}")
+        rng = _generator(rng)
+        limit = math.sqrt(6.0 / (d_in + d_out))
+        self.params = {"w": rng.uniform(-limit, limit, (d_in, d_out)).astype(dtype),
+                       "b": np.zeros(d_out, dtype=dtype)}
+
+    def forward(self, x):
+        """(..., d_in) -> (..., d_out)."""
+        w = self.params["w"]
+        x = as_float_array(x, "x")
+        if x.ndim < 1 or x.shape[-1] != w.shape[0]:
+            raise ValueError(f"x must have shape (..., {w.shape[0]}), got {x.shape}")
+        require_finite(x, "x")
+        self._keep(x=x)
+        y = x @ w  # (..., d_in) @ (d_in, d_out) -> (..., d_out)
+        y += self.params["b"]
+        return y
+
+    def backward(self, d_y):
+        """Gradient with respect to the input of the last :meth:`forward`; sets ``grads``.
+
+        ``dW = x^T dy`` and ``db`` the column sums of ``dy`` (over every token);
+        returns ``dx = dy W^T``, shape (..., d_in).
+        """
+        x = self._take()["x"]
+        w = self.params["w"]
+        flat_dy = d_y.reshape(-1, w.shape[1])  # (tokens, d_out)
+        self.grads = {"w": x.reshape(-1, w.shape[0]).T @ flat_dy,  # (d_in, d_out)
+                      "b": flat_dy.sum(axis=0)}
+        return d_y @ w.T  # (..., d_out) @ (d_out, d_in) -> (..., d_in)
+
+
+class Embedding(Layer):
+    r"""A learned vector for each token id: row ``t`` of the table for token ``t``.
+
+    Parameters
+    ----------
+    vocab_size, d_model : int
+    rng : numpy.random.Generator, optional
+        Source of the initial table, entries drawn from :math:`\mathcal N(0, 1)` (the scale of
+        the positional encoding's entries); default seeded with 0.
+    dtype : floating dtype, default float64
+
+    Attributes
+    ----------
+    params : dict
+        ``table`` (vocab_size, d_model).
+
+    Notes
+    -----
+    The lookup ``table[tokens]`` is the product of one-hot rows with the table, so its
+    gradient adds each token's output gradient into that token's row (``np.add.at``).
+    """
+
+    def __init__(self, vocab_size, d_model, *, rng=None, dtype=np.float64):
+        vocab_size, d_model = operator.index(vocab_size), operator.index(d_model)
+        if vocab_size < 1 or d_model < 1:
+            raise ValueError(f"vocab_size and d_model must be positive, got "
+                             f"{vocab_size}, {d_model}")
+        rng = _generator(rng)
+        self.params = {"table": rng.standard_normal((vocab_size, d_model)).astype(dtype)}
+
+    def forward(self, tokens):
+        """Integer ids of any shape ``(...)`` -> vectors ``(..., d_model)``."""
+        tokens = np.asarray(tokens)
+        vocab_size = self.params["table"].shape[0]
+        if not np.issubdtype(tokens.dtype, np.integer):
+            raise TypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab_size):
+            raise ValueError(f"token ids must lie in [0, {vocab_size}), got values from "
+                             f"{tokens.min()} to {tokens.max()}")
+        self._keep(tokens=tokens)
+        return self.params["table"][tokens]  # (..., d_model)
+
+    def backward(self, d_y):
+        """Sets ``grads["table"]``; returns None (token ids have no gradient)."""
+        tokens = self._take()["tokens"]
+        table = self.params["table"]
+        d_table = np.zeros_like(table)
+        np.add.at(d_table, tokens.reshape(-1), d_y.reshape(-1, table.shape[1]))
+        self.grads = {"table": d_table}

@@ -12,12 +12,19 @@ import operator
 import numpy as np
 
 from ._validation import as_float_array, require_finite, require_min_ndim
-from .attention import _as_mask
+from .attention import _as_mask, attention_backward, attention_kernel
 from .fast_attention import fast_attention, fast_attention_output
+from .module import Layer
 
 __all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
 
 PARAMETER_NAMES = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
+
+# Up to this many scores per head (n_q * n_k), forward() attends with every head and sequence
+# of the batch in a single pass of whole-array operations; beyond it, head by head with the
+# blocked kernel, which keeps each block in cache. Short sequences in large batches (training)
+# gain from the first, long sequences from the second; both compute the same function.
+_SHORT = 64 * 64
 
 
 def split_heads(x, n_heads):
@@ -62,7 +69,7 @@ def merge_heads(x):
     return x.reshape(*batch, n, h * d_k)  # (..., n, d_model)
 
 
-class MultiHeadAttention:
+class MultiHeadAttention(Layer):
     r"""Multi-head scaled dot-product attention, in the ``x @ W`` convention.
 
     Parameters
@@ -166,10 +173,64 @@ class MultiHeadAttention:
         weights : ndarray, shape (..., h, n_q, n_k)
             Every head's attention weights.
         """
+        x = as_float_array(x, "x")
         q, k, v, mask = self._split_inputs(x, mask, context)
         # heads: (..., h, n_q, d_k), weights: (..., h, n_q, n_k)
-        heads, weights = fast_attention(q, k, v, mask)
-        return self._merge_output(heads), weights
+        heads, weights = self._attend(q, k, v, mask)
+        merged = merge_heads(heads)  # (..., n_q, d_model)
+        # What backward() needs (chapter "Backpropagation through attention"):
+        self._keep(x=x, q=q, k=k, v=v, weights=weights, merged=merged,
+                   self_attention=context is None)
+        return self._project_output(merged), weights
+
+    def backward(self, d_out):
+        r"""Gradient with respect to ``x`` of the last :meth:`forward`; sets ``grads``.
+
+        Self-attention only: ``x`` is the source of the queries, keys and values alike, so
+        its gradient collects all three paths. (After a cross-attention forward this raises
+        ``ValueError``; the book trains encoder-only models.)
+
+        Parameters
+        ----------
+        d_out : ndarray, shape (..., n, d_model)
+
+        Returns
+        -------
+        d_x : ndarray, shape (..., n, d_model)
+
+        Notes
+        -----
+        .. math:: dX = dQ\,W_Q^\top + dK\,W_K^\top + dV\,W_V^\top, \qquad
+                  dW_Q = X^\top dQ, \ \dots, \qquad dW_O = H^\top dO
+
+        where :math:`H` is the heads' output side by side and :math:`dQ, dK, dV` come from
+        :func:`scratchformer.attention_backward`, head by head.
+        """
+        cache = self._take()
+        if not cache["self_attention"]:
+            raise ValueError("MultiHeadAttention.backward supports self-attention only; "
+                             "the last forward was given a context")
+        p, d_model = self.params, self.d_model
+        x = cache["x"]
+        flat_d_out = d_out.reshape(-1, d_model)  # (tokens, d_model)
+        grads = {"w_o": cache["merged"].reshape(-1, d_model).T @ flat_d_out}
+        # (..., n, d_model) @ (d_model, d_model) -> (..., n, d_model), then into heads
+        d_heads = split_heads(d_out @ p["w_o"].T, self.n_heads)  # (..., h, n, d_k)
+        d_q, d_k, d_v = attention_backward(d_heads, cache["q"], cache["k"], cache["v"],
+                                           cache["weights"])  # (..., h, n, d_k) each
+        flat_x = x.reshape(-1, d_model)  # (tokens, d_model)
+        d_x = np.zeros_like(x, dtype=d_out.dtype)
+        for which, d_proj in (("q", d_q), ("k", d_k), ("v", d_v)):
+            d_proj = merge_heads(d_proj)  # (..., n, d_model)
+            flat = d_proj.reshape(-1, d_model)
+            grads[f"w_{which}"] = flat_x.T @ flat  # (d_model, d_model)
+            if self.bias:
+                grads[f"b_{which}"] = flat.sum(axis=0)
+            d_x += d_proj @ p[f"w_{which}"].T  # (..., n, d_model)
+        if self.bias:
+            grads["b_o"] = flat_d_out.sum(axis=0)
+        self.grads = {name: grads[name] for name in p}  # the parameters' order
+        return d_x
 
     def output(self, x, mask=None, context=None):
         """Like :meth:`forward`, but return the output only.
@@ -185,6 +246,13 @@ class MultiHeadAttention:
         heads = fast_attention_output(q, k, v, mask)  # (..., h, n_q, d_k)
         return self._merge_output(heads)
 
+    @staticmethod
+    def _attend(q, k, v, mask):
+        """Attention with weights, by the kernel that suits the sequence length."""
+        if q.shape[-2] * k.shape[-2] <= _SHORT:
+            return attention_kernel(q, k, v, mask)  # every head in one pass
+        return fast_attention(q, k, v, mask)  # head by head, in blocks
+
     def _split_inputs(self, x, mask, context):
         """Check, project and split into heads: (..., h, n, d_k) each."""
         x, context, mask = self._check(x, mask, context)
@@ -196,8 +264,11 @@ class MultiHeadAttention:
 
     def _merge_output(self, heads):
         """Merge the heads and apply the output projection."""
+        return self._project_output(merge_heads(heads))
+
+    def _project_output(self, merged):
         # (..., n_q, d_model) @ (d_model, d_model) -> (..., n_q, d_model)
-        out = merge_heads(heads) @ self.params["w_o"]
+        out = merged @ self.params["w_o"]
         if self.bias:
             out += self.params["b_o"]
         return out

@@ -1,0 +1,139 @@
+"""Adam with decoupled weight decay, a warm-up learning-rate schedule and gradient clipping.
+
+They act on any :class:`scratchformer.module.Layer` through its ``named_parameters()`` and the
+``grads`` its ``backward`` filled. The book's chapters "Training a Transformer in NumPy"
+(``book/training.md``) and "Post-LN versus pre-LN" (``book/post_ln_pre_ln.md``) use them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["Adam", "warmup_cosine", "clip_grad_norm", "grad_norm"]
+
+
+def _gradients(model):
+    """``(name, param, grad)`` for every parameter; raises if a gradient is missing."""
+    for name, layer, key in model.named_parameters():
+        grads = layer.grads
+        if grads is None or key not in grads:
+            raise RuntimeError(f"no gradient for {name}: run backward before the optimiser")
+        yield name, layer.params[key], grads[key]
+
+
+def grad_norm(model):
+    """The Euclidean norm of all the model's gradients together, as a float."""
+    return math.sqrt(sum(float(np.vdot(g, g)) for _, _, g in _gradients(model)))
+
+
+def clip_grad_norm(model, max_norm):
+    """Scale every gradient by ``min(1, max_norm / norm)``; return the norm before clipping.
+
+    The direction of the update is kept and only its length is capped, so one unlucky batch
+    cannot throw the weights far. Raises ``FloatingPointError`` if the norm is not finite
+    (a diverged model should stop loudly, not train on NaN).
+    """
+    if not max_norm > 0:
+        raise ValueError(f"max_norm must be positive, got {max_norm}")
+    norm = grad_norm(model)
+    if not math.isfinite(norm):
+        raise FloatingPointError(f"the gradient norm is {norm}: the model has diverged")
+    if norm > max_norm:
+        factor = max_norm / norm  # a Python float keeps float32 gradients float32
+        for _, _, grad in _gradients(model):
+            grad *= factor
+    return norm
+
+
+def warmup_cosine(step, *, peak, warmup, total, final=0.0):
+    r"""Learning rate at ``step`` (counted from 0): linear warm-up, then cosine decay.
+
+    Parameters
+    ----------
+    step : int
+    peak : float
+        The rate reached at the end of the warm-up.
+    warmup : int
+        Steps of linear growth from ``peak / warmup`` to ``peak``; 0 starts at ``peak``.
+    total : int
+        Step at which the decay reaches ``final * peak``; later steps stay there.
+    final : float, default 0.0
+        Fraction of ``peak`` left at the end.
+
+    Notes
+    -----
+    .. math:: \eta_t = \eta \cdot \begin{cases} (t+1)/w & t < w \\
+              f + (1-f)\,\tfrac12\bigl(1 + \cos \pi \tfrac{t-w}{T-w}\bigr) & w \le t < T
+              \end{cases}
+    """
+    if warmup < 0 or total <= warmup:
+        raise ValueError(f"need 0 <= warmup < total, got warmup={warmup}, total={total}")
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / (total - warmup))
+    return peak * (final + (1.0 - final) * 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+class Adam:
+    r"""Adam with decoupled weight decay (AdamW), updating a layer's parameters in place.
+
+    Parameters
+    ----------
+    model : Layer
+        Every parameter of ``model.named_parameters()`` is trained.
+    betas : tuple of float, default (0.9, 0.98)
+        Decay rates of the first and second moment estimates (those of the original
+        Transformer).
+    eps : float, default 1e-9
+    weight_decay : float, default 0.0
+        Decoupled decay, applied to matrices only (``ndim >= 2``: the projections and the
+        embedding), never to biases or the layer norms' gains.
+
+    Notes
+    -----
+    For each parameter :math:`\theta` with gradient :math:`g`, at step :math:`t = 1, 2, \dots`
+    with learning rate :math:`\eta_t`:
+
+    .. math::
+        m \leftarrow \beta_1 m + (1-\beta_1) g, \quad v \leftarrow \beta_2 v + (1-\beta_2) g^2,
+        \quad \theta \leftarrow \theta - \eta_t\left(\frac{m/(1-\beta_1^t)}
+        {\sqrt{v/(1-\beta_2^t)} + \epsilon} + \lambda\theta\right)
+
+    (Kingma and Ba, 2015; Loshchilov and Hutter, 2019), as ``torch.optim.AdamW``.
+    """
+
+    def __init__(self, model, *, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0):
+        beta1, beta2 = betas
+        if not (0 <= beta1 < 1 and 0 <= beta2 < 1):
+            raise ValueError(f"betas must lie in [0, 1), got {betas}")
+        if not eps > 0 or not weight_decay >= 0:
+            raise ValueError(f"need eps > 0 and weight_decay >= 0, got {eps}, {weight_decay}")
+        self.model = model
+        self.betas, self.eps, self.weight_decay = (beta1, beta2), float(eps), float(weight_decay)
+        self.steps = 0
+        self.state = {name: (np.zeros_like(layer.params[key]), np.zeros_like(layer.params[key]))
+                      for name, layer, key in model.named_parameters()}
+
+    def step(self, lr):
+        """Update every parameter once with learning rate ``lr``, from the current grads."""
+        beta1, beta2 = self.betas
+        self.steps += 1
+        # Bias corrections (Python floats, so that float32 stays float32).
+        step_size = lr / (1.0 - beta1**self.steps)
+        root_correction2 = math.sqrt(1.0 - beta2**self.steps)
+        for name, param, grad in _gradients(self.model):
+            m, v = self.state[name]
+            if param.ndim >= 2 and self.weight_decay:
+                param *= 1.0 - lr * self.weight_decay  # decoupled: not part of the gradient
+            m *= beta1
+            m += (1.0 - beta1) * grad  # m: the running mean of g
+            v *= beta2
+            v += (1.0 - beta2) * np.square(grad)  # v: the running mean of g^2
+            denominator = np.sqrt(v)
+            denominator /= root_correction2
+            denominator += self.eps  # sqrt(v_hat) + eps
+            update = np.divide(m, denominator, out=denominator)
+            update *= step_size
+            param -= update
