@@ -13,6 +13,7 @@ from .attention import attention_backward, causal_mask, scaled_dot_product_atten
 from .display import markdown_table, weights_table
 from .encoder import EncoderBlock
 from .functional import softmax, softmax_backward, softmax_jacobian
+from .gradcheck import gradient_pairs, numerical_gradient, relative_error
 from .layers import (Embedding, FeedForward, LayerNorm, Linear, layer_norm,
                      layer_norm_backward)
 from .model import EncoderModel, cross_entropy
@@ -42,12 +43,15 @@ __all__ = [
     "cross_entropy",
     "curves",
     "grad_norm",
+    "gradient_pairs",
     "layer_norm",
     "layer_norm_backward",
     "markdown_table",
     "matrix_heatmap",
     "merge_heads",
+    "numerical_gradient",
     "positional_encoding",
+    "relative_error",
     "rnn_influence",
     "rotation_matrix",
     "scaled_dot_product_attention",

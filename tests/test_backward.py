@@ -1,0 +1,322 @@
+"""Every layer's hand-written backward pass, checked two independent ways.
+
+1. Central finite differences in float64 on shapes chosen by Hypothesis: the relative error of
+   every gradient (input and each parameter) must be below 1e-6. Finite differences know
+   nothing about the derivation, so a wrong formula cannot pass.
+2. PyTorch autograd on the same weights (the layers' ``to_torch``): gradients equal to 1e-10.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import scratchformer as sf
+from scratchformer.attention import attention_backward, attention_kernel
+
+FD_TOLERANCE = 1e-6
+
+
+def assert_gradients_match(pairs, zero=()):
+    """Relative error below FD_TOLERANCE for every gradient; ``zero`` names must vanish."""
+    assert pairs
+    for name, (analytic, numeric) in pairs.items():
+        assert analytic.shape == numeric.shape, name
+        if name in zero:  # exactly zero in theory: compare with the rounding noise of both
+            assert np.abs(analytic).max() < 1e-12, name
+            assert np.abs(numeric).max() < 1e-7, name
+            continue
+        if not numeric.any():  # e.g. every ReLU of a 1-unit layer off: nothing flows back
+            assert not analytic.any(), name
+            continue
+        error = sf.relative_error(analytic, numeric)
+        assert error < FD_TOLERANCE, f"{name}: relative error {error:.2e}"
+
+
+def randomise(layer, rng):
+    """Non-trivial values for every parameter (biases, gains), so each gradient matters."""
+    for _, owner, key in layer.named_parameters():
+        owner.params[key][...] = rng.normal(0.0, 0.5, owner.params[key].shape)
+        if key == "gamma":
+            owner.params[key] += 1.0
+
+
+# d_model = n_heads * d_k >= 4: layer norm over 2 features maps every token to about
+# (+-1, -+1), a nearly constant function whose tiny gradients finite differences cannot
+# resolve (and over 1 feature to exactly 0).
+def relu_kink_gap(layer, x):
+    """Smallest |pre-activation| of the layer's ReLUs on ``x`` (inf without a ReLU).
+
+    Finite differences that step across a kink of the ReLU measure neither one-sided slope:
+    such draws are not evidence either way, and the tests set them aside.
+    """
+    layer.forward(x)
+    gaps = [np.inf]
+    stack = [layer]
+    while stack:
+        node = stack.pop()
+        stack += node.children().values()
+        if isinstance(node, sf.FeedForward):
+            cache = node._cache
+            pre = cache["x"] @ node.params["w_1"] + node.params["b_1"]
+            gaps.append(float(np.abs(pre).min()))
+    return min(gaps)
+
+
+shapes = st.fixed_dictionaries({
+    "batch": st.lists(st.integers(1, 2), max_size=1),
+    "n": st.integers(1, 4),
+    "n_heads": st.integers(2, 3),
+    "d_k": st.integers(2, 3),
+    "d_ff": st.integers(1, 5),
+    "seed": st.integers(0, 2**16),
+})
+
+
+@settings(max_examples=20, deadline=None)
+@given(shapes)
+def test_softmax_backward_is_the_jacobian_transposed_times_g(s):
+    rng = np.random.default_rng(s["seed"])
+    x = rng.standard_normal((*s["batch"], s["n"] + 1))
+    g = rng.standard_normal(x.shape)
+    a = sf.softmax(x)
+    expected = np.einsum("...ij,...i->...j", sf.softmax_jacobian(a), g)
+    np.testing.assert_allclose(sf.softmax_backward(a, g), expected, atol=1e-14)
+    numeric = sf.numerical_gradient(lambda: float(np.vdot(sf.softmax(x), g)), x)
+    assert sf.relative_error(sf.softmax_backward(a, g), numeric) < FD_TOLERANCE
+
+
+@settings(max_examples=25, deadline=None)
+@given(shapes, st.sampled_from(["none", "causal", "bool", "float"]))
+def test_attention_backward_against_finite_differences(s, mask_kind):
+    rng = np.random.default_rng(s["seed"])
+    n_q, n_k, d_k = s["n"], s["n"] + 1, s["d_k"]
+    q = rng.standard_normal((*s["batch"], n_q, d_k))
+    k = rng.standard_normal((*s["batch"], n_k, d_k))
+    v = rng.standard_normal((*s["batch"], n_k, d_k + 1))
+    mask = {"none": None, "causal": np.tri(n_q, n_k, dtype=bool),
+            "bool": rng.random((n_q, n_k)) < 0.6,
+            "float": np.where(rng.random((n_q, n_k)) < 0.6, 0.0, -np.inf)}[mask_kind]
+    out, weights = attention_kernel(q, k, v, mask)
+    g = rng.standard_normal(out.shape)
+    grads = attention_backward(g, q, k, v, weights)
+
+    def loss():
+        return float(np.vdot(attention_kernel(q, k, v, mask)[0], g))
+
+    for name, array, analytic in zip("qkv", (q, k, v), grads):
+        numeric = sf.numerical_gradient(loss, array)
+        if not np.any(numeric):  # e.g. every key masked: nothing depends on this input
+            assert not np.any(analytic), name
+            continue
+        assert sf.relative_error(analytic, numeric) < FD_TOLERANCE, name
+
+
+def test_fully_masked_rows_get_zero_gradient_not_nan():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((3, 2)) for _ in range(3))
+    mask = np.array([[True, False, True], [False, False, False], [True, False, True]])
+    out, weights = attention_kernel(q, k, v, mask)
+    d_q, d_k, d_v = attention_backward(np.ones_like(out), q, k, v, weights)
+    assert np.all(np.isfinite(d_q)) and not d_q[1].any()  # the query that sees nothing
+    assert not d_k[1].any() and not d_v[1].any()  # the key no query may see
+
+
+def _layers(s, rng):
+    d_model = s["n_heads"] * s["d_k"]
+    yield "LayerNorm", sf.LayerNorm(d_model), ()
+    yield "FeedForward", sf.FeedForward(d_model, s["d_ff"], rng=rng), ()
+    yield "Linear", sf.Linear(d_model, s["d_ff"], rng=rng), ()
+    # The key bias shifts every score of a query by the same amount, which the softmax
+    # ignores: its gradient is exactly zero (see the chapter "Backpropagation through
+    # attention").
+    yield "MultiHeadAttention", sf.MultiHeadAttention(d_model, s["n_heads"], rng=rng), \
+        ("b_k",)
+    for norm in ("post", "pre"):
+        yield (f"EncoderBlock-{norm}",
+               sf.EncoderBlock(d_model, s["n_heads"], s["d_ff"], norm=norm, rng=rng),
+               ("attention.b_k",))
+
+
+@settings(max_examples=12, deadline=None)
+@given(shapes)
+def test_every_layer_against_finite_differences(s):
+    rng = np.random.default_rng(s["seed"])
+    for _, layer, zero in _layers(s, rng):
+        randomise(layer, rng)
+        d_model = s["n_heads"] * s["d_k"]
+        x = rng.standard_normal((*s["batch"], s["n"], d_model))
+        assume(relu_kink_gap(layer, x) > 1e-3)
+        assert_gradients_match(sf.gradient_pairs(layer, x, rng), zero)
+
+
+@settings(max_examples=6, deadline=None)
+@given(shapes, st.sampled_from(["post", "pre"]))
+def test_the_model_against_finite_differences(s, norm):
+    rng = np.random.default_rng(s["seed"])
+    d_model = 2 * s["d_k"]  # even, for the positional encoding
+    model = sf.EncoderModel(5, 3, d_model, 2, s["d_ff"], 2, norm=norm, rng=rng)
+    randomise(model, rng)
+    tokens = rng.integers(0, 5, (*s["batch"], s["n"]))
+    assume(relu_kink_gap(model, tokens) > 1e-3)
+    # Rows of the embedding no token uses get no gradient: compare those as zero.
+    pairs = sf.gradient_pairs(model, tokens, rng)
+    analytic, numeric = pairs.pop("embedding.table")
+    unused = np.setdiff1d(np.arange(5), tokens)
+    assert not analytic[unused].any() and np.abs(numeric[unused]).max(initial=0) < 1e-7
+    pairs["embedding.table"] = (np.delete(analytic, unused, 0),
+                                np.delete(numeric, unused, 0))
+    zero = tuple(f"blocks.{i}.attention.b_k" for i in range(2))
+    assert_gradients_match(pairs, zero)
+
+
+def test_cross_entropy_against_finite_differences():
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((2, 4, 5)) * 3
+    targets = rng.integers(0, 5, (2, 4))
+    loss, d_logits = sf.cross_entropy(logits, targets)
+    numeric = sf.numerical_gradient(lambda: sf.cross_entropy(logits, targets)[0], logits)
+    assert sf.relative_error(d_logits, numeric) < FD_TOLERANCE
+    # and the value: -mean log softmax, computed the naive way (safe at this scale)
+    probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    expected = -np.mean(np.log(np.take_along_axis(probs, targets[..., None], -1)))
+    assert loss == pytest.approx(expected, rel=1e-12)
+
+
+# ---- PyTorch autograd on the same weights ---------------------------------------------
+
+def torch_grads_as_params(module, convert):
+    """The module's .grad in the package's layout: convert a copy whose data is the grad."""
+    twin = copy.deepcopy(module)
+    with torch.no_grad():
+        for (name, p), (_, q) in zip(module.named_parameters(), twin.named_parameters()):
+            assert p.grad is not None, name
+            q.copy_(p.grad)
+    return convert(twin)
+
+
+def named_arrays(layer):
+    return {name: owner.params[key] for name, owner, key in layer.named_parameters()}
+
+
+def named_grads(layer):
+    return {name: owner.grads[key] for name, owner, key in layer.named_parameters()}
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_encoder_block_against_torch_autograd(norm, masked):
+    rng = np.random.default_rng(5)
+    block = sf.EncoderBlock(12, 3, 20, norm=norm, rng=rng)
+    randomise(block, rng)
+    x = rng.standard_normal((2, 6, 12))
+    mask = sf.causal_mask(6) if masked else None
+    g = rng.standard_normal(x.shape)
+    block.forward(x, mask=mask)
+    d_x = block.backward(g)
+
+    layer = block.to_torch().train()
+    x_t = torch.tensor(x, requires_grad=True)
+    mask_t = None if mask is None else torch.from_numpy(~mask)  # torch: True = blocked
+    (layer(x_t, src_mask=mask_t) * torch.from_numpy(g)).sum().backward()
+    expected = named_arrays(torch_grads_as_params(layer, sf.EncoderBlock.from_torch))
+    for name, grad in named_grads(block).items():
+        np.testing.assert_allclose(grad, expected[name], atol=1e-10, err_msg=name)
+    np.testing.assert_allclose(d_x, x_t.grad.numpy(), atol=1e-10)
+
+
+def test_multihead_attention_against_torch_autograd():
+    rng = np.random.default_rng(6)
+    layer = sf.MultiHeadAttention(8, 2, rng=rng)
+    randomise(layer, rng)
+    x = rng.standard_normal((3, 5, 8))
+    g = rng.standard_normal(x.shape)
+    layer.forward(x)
+    d_x = layer.backward(g)
+    module = layer.to_torch()
+    x_t = torch.tensor(x, requires_grad=True)
+    out, _ = module(x_t, x_t, x_t, need_weights=False)
+    (out * torch.from_numpy(g)).sum().backward()
+    expected = named_arrays(torch_grads_as_params(module, sf.MultiHeadAttention.from_torch))
+    for name, grad in named_grads(layer).items():
+        np.testing.assert_allclose(grad, expected[name], atol=1e-10, err_msg=name)
+    np.testing.assert_allclose(d_x, x_t.grad.numpy(), atol=1e-10)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_model_and_loss_against_torch_autograd(norm):
+    rng = np.random.default_rng(7)
+    model = sf.EncoderModel(7, 4, 8, 2, 16, 3, norm=norm, rng=rng)
+    randomise(model, rng)
+    tokens = rng.integers(0, 7, (4, 6))
+    targets = rng.integers(0, 4, (4, 6))
+    loss, d_logits = sf.cross_entropy(model.forward(tokens), targets)
+    model.backward(d_logits)
+
+    module = model.to_torch()
+    logits_t = module(torch.from_numpy(tokens))
+    loss_t = torch.nn.functional.cross_entropy(logits_t.reshape(-1, 4),
+                                               torch.from_numpy(targets).reshape(-1))
+    loss_t.backward()
+    assert loss == pytest.approx(loss_t.item(), rel=1e-12)
+    expected = named_arrays(torch_grads_as_params(module, sf.EncoderModel.from_torch))
+    grads = named_grads(model)
+    assert grads.keys() == expected.keys()
+    for name, grad in grads.items():
+        np.testing.assert_allclose(grad, expected[name], atol=1e-10, err_msg=name)
+
+
+# ---- the contract ----------------------------------------------------------------------
+
+def test_grads_mirror_params_and_backward_needs_a_forward():
+    rng = np.random.default_rng(8)
+    model = sf.EncoderModel(5, 5, 8, 2, 12, 2, norm="pre", rng=rng)
+    with pytest.raises(RuntimeError, match="needs a forward pass first"):
+        model.backward(np.zeros((1, 3, 5)))
+    _, d_logits = sf.cross_entropy(model.forward(rng.integers(0, 5, (2, 3))),
+                                   rng.integers(0, 5, (2, 3)))
+    model.backward(d_logits)
+    for name, owner, key in model.named_parameters():
+        assert owner.grads.keys() == owner.params.keys(), name
+        assert owner.grads[key].shape == owner.params[key].shape, name
+        assert owner.grads[key].dtype == owner.params[key].dtype, name
+    with pytest.raises(RuntimeError, match="needs a forward pass first"):
+        model.backward(d_logits)  # one forward serves one backward
+
+
+def test_float32_stays_float32_through_backward():
+    rng = np.random.default_rng(9)
+    model = sf.EncoderModel(5, 5, 8, 2, 12, 2, rng=rng, dtype=np.float32)
+    logits = model.forward(rng.integers(0, 5, (2, 3)))
+    assert logits.dtype == np.float32
+    _, d_logits = sf.cross_entropy(logits, rng.integers(0, 5, (2, 3)))
+    assert d_logits.dtype == np.float32
+    model.backward(d_logits)
+    for name, owner, key in model.named_parameters():
+        assert owner.grads[key].dtype == np.float32, name
+
+
+def test_cross_attention_backward_is_refused_clearly():
+    rng = np.random.default_rng(10)
+    layer = sf.MultiHeadAttention(4, 2, rng=rng)
+    layer.forward(rng.standard_normal((3, 4)), context=rng.standard_normal((5, 4)))
+    with pytest.raises(ValueError, match="self-attention only"):
+        layer.backward(np.zeros((3, 4)))
+
+
+def test_bad_inputs_get_named_errors():
+    with pytest.raises(TypeError, match="integer ids"):
+        sf.Embedding(5, 4).forward(np.array([0.5]))
+    with pytest.raises(ValueError, match=r"\[0, 5\)"):
+        sf.Embedding(5, 4).forward(np.array([5]))
+    with pytest.raises(ValueError, match="targets of shape"):
+        sf.cross_entropy(np.zeros((2, 3)), np.zeros(3, dtype=int))
+    with pytest.raises(ValueError, match="finite"):
+        sf.cross_entropy(np.array([[np.nan, 0.0]]), np.array([0]))
+    with pytest.raises(TypeError, match="float64"):
+        sf.numerical_gradient(lambda: 0.0, np.zeros(2, dtype=np.float32))
