@@ -15,7 +15,7 @@ from .multihead import MultiHeadAttention
 from .tiled import tiled_attention
 from .timing import interleaved_medians, peak_allocated
 
-__all__ = ["attention_forward_speed", "tiled_attention_speed"]
+__all__ = ["attention_forward_speed", "tiled_attention_speed", "training_step_speed"]
 
 
 def attention_forward_speed(ns=(512, 2048, 4096), *, d_model=512, n_heads=8, repeats=5,
@@ -113,3 +113,68 @@ def tiled_attention_speed(ns=(4096, 8192, 16384), *, n_heads=8, d_k=64, repeats=
             row["blocked / untiled"] = row["blocked"] / row["untiled"]
         rows.append(row)
     return rows
+
+
+def training_step_speed(config=None, *, steps=20, repeats=5, seed=0):
+    """Time training steps of the book's model in NumPy and the same model in PyTorch.
+
+    Both start from the same float32 weights (:meth:`EncoderModel.to_torch`) and take
+    ``steps`` steps on the same batch of ``config`` (forward, cross-entropy, backward, gradient
+    clipping, AdamW with the same settings), on the CPU with the threads each library uses by
+    default; rounds are interleaved.
+
+    Parameters
+    ----------
+    config : scratchformer.train.TrainConfig, optional
+        Model and batch shapes; default ``TrainConfig()``.
+    steps, repeats, seed : int
+
+    Returns
+    -------
+    dict
+        ``numpy`` and ``torch``: median seconds per step; ``ratio``: numpy / torch.
+    """
+    import torch
+
+    from .model import EncoderModel
+    from .optim import Adam
+    from .train import TrainConfig, make_targets, train_step
+
+    c = TrainConfig() if config is None else config
+    rng = np.random.default_rng(seed)
+    model = EncoderModel(c.vocab_size, c.vocab_size, c.d_model, c.n_heads, c.d_ff,
+                         c.n_layers, norm=c.norm, rng=rng, dtype=np.float32)
+    module = model.to_torch()
+    optimiser = Adam(model, weight_decay=c.weight_decay)
+    parameters = list(module.parameters())
+    decayed = [p for p in parameters if p.ndim >= 2]
+    others = [p for p in parameters if p.ndim < 2]
+    torch_optimiser = torch.optim.AdamW(
+        [{"params": decayed, "weight_decay": c.weight_decay},
+         {"params": others, "weight_decay": 0.0}],
+        lr=c.peak_lr, betas=optimiser.betas, eps=optimiser.eps)
+    tokens = rng.integers(0, c.vocab_size, (c.batch_size, c.length))
+    targets = make_targets(c.task, tokens)
+    tokens_t = torch.from_numpy(tokens)
+    targets_t = torch.from_numpy(targets).reshape(-1)
+    clip = 1.0 if c.clip_norm is None else c.clip_norm
+
+    def numpy_steps():
+        for _ in range(steps):
+            train_step(model, optimiser, tokens, targets, c.peak_lr, clip)
+
+    def torch_steps():
+        for _ in range(steps):
+            logits = module(tokens_t)  # (batch, n, vocab)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, c.vocab_size),
+                                                     targets_t)
+            torch_optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(parameters, clip)
+            torch_optimiser.step()
+
+    times = interleaved_medians({"numpy": numpy_steps, "torch": torch_steps},
+                                repeats=repeats)
+    result = {name: seconds / steps for name, seconds in times.items()}
+    result["ratio"] = result["numpy"] / result["torch"]
+    return result

@@ -24,7 +24,7 @@ from .model import EncoderModel, cross_entropy
 from .optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
 
 __all__ = ["TASKS", "TrainConfig", "TrainResult", "make_targets", "sample_sequences",
-           "accuracy", "train", "main"]
+           "accuracy", "train_step", "train", "main"]
 
 TASKS = ("reverse", "sort")
 
@@ -151,6 +151,35 @@ def accuracy(model, tokens, targets, batch_size=500):
     return float(correct.mean()), float(correct.all(axis=-1).mean())
 
 
+def train_step(model, optimiser, tokens, targets, lr, clip_norm=None):
+    """One step of training: forward, loss, backward, clipping, update.
+
+    Parameters
+    ----------
+    model : EncoderModel
+    optimiser : Adam
+    tokens, targets : ndarray of int, shape (batch, n)
+    lr : float
+    clip_norm : float, optional
+        Cap on the gradients' norm; None leaves them as they are.
+
+    Returns
+    -------
+    loss : float
+        The batch's loss before the update.
+    grad_norm : float
+        The gradients' norm before clipping.
+    """
+    loss, d_logits = cross_entropy(model.forward(tokens), targets)
+    model.backward(d_logits)
+    if clip_norm is None:
+        norm = grad_norm(model)
+    else:
+        norm = clip_grad_norm(model, clip_norm)
+    optimiser.step(lr)
+    return loss, norm
+
+
 def train(config=TrainConfig(), *, log=None):
     """Train an :class:`EncoderModel` on ``config.task``; see the module docstring.
 
@@ -182,15 +211,10 @@ def train(config=TrainConfig(), *, log=None):
     steps = 0
     for step in range(c.max_steps):
         tokens = sample_sequences(data_rng, c.batch_size, c.length, c.vocab_size, held_out)
-        loss, d_logits = cross_entropy(model.forward(tokens), make_targets(c.task, tokens))
-        model.backward(d_logits)
-        if c.clip_norm is None:
-            norm = grad_norm(model)
-        else:
-            norm = clip_grad_norm(model, c.clip_norm)
         lr = warmup_cosine(step, peak=c.peak_lr, warmup=c.warmup_steps, total=c.max_steps,
                            final=c.final_lr_fraction)
-        optimiser.step(lr)
+        loss, norm = train_step(model, optimiser, tokens, make_targets(c.task, tokens), lr,
+                                c.clip_norm)
         steps = step + 1
         history["loss"].append(loss)
         history["lr"].append(lr)

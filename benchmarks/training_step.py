@@ -1,0 +1,42 @@
+"""A training step of the book's model in NumPy against the same model in PyTorch (CPU).
+
+Usage: ``python benchmarks/training_step.py [--steps 20] [--repeats 7] [--batch-size 64]``
+
+Same shapes, same batch, same float32 weights, same optimiser settings (forward, cross-entropy,
+backward, gradient clipping, AdamW); medians of interleaved rounds in one run. Target (issue
+"Learning from scratch"): NumPy / PyTorch <= 1.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+
+import torch
+
+from scratchformer.benchmarks import training_step_speed
+from scratchformer.train import TrainConfig
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20, help="steps per timed round")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--batch-size", type=int, nargs="+", default=[64, 256])
+    args = parser.parse_args()
+    print(f"{os.cpu_count()} CPU cores, torch {torch.__version__} with "
+          f"{torch.get_num_threads()} threads; medians of {args.repeats} interleaved rounds "
+          f"of {args.steps} steps")
+    print(f"{'model':>34} | {'batch':>5} | {'numpy ms':>9} | {'torch ms':>9} | numpy/torch")
+    for batch_size in args.batch_size:
+        config = dataclasses.replace(TrainConfig(), batch_size=batch_size)
+        r = training_step_speed(config, steps=args.steps, repeats=args.repeats)
+        shape = (f"L={config.n_layers} d={config.d_model} h={config.n_heads} "
+                 f"d_ff={config.d_ff} n={config.length}")
+        print(f"{shape:>34} | {batch_size:>5} | {1e3 * r['numpy']:>9.2f} | "
+              f"{1e3 * r['torch']:>9.2f} | {r['ratio']:.2f}x  (target <= 1.5x)")
+
+
+if __name__ == "__main__":
+    main()
