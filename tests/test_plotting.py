@@ -92,6 +92,21 @@ def test_attention_heads_draws_one_heatmap_per_head():
         attention_heads(WEIGHTS)
 
 
+def test_attention_layers_draws_rows_of_heads():
+    from scratchformer import attention_layers
+
+    weights = np.stack([np.stack([WEIGHTS, WEIGHTS.T]), np.stack([np.eye(3), WEIGHTS])])
+    fig = attention_layers(weights, ["layer 1", "layer 2"], TOKENS)
+    heatmaps = [ax for ax in fig.axes if ax.images]
+    assert len(heatmaps) == 4 and len(fig.axes) == 5  # and one colour bar
+    for ax, w in zip(heatmaps, weights.reshape(4, 3, 3)):
+        np.testing.assert_array_equal(ax.images[0].get_array(), w)
+    assert heatmaps[2].get_ylabel() == "layer 2\nquery"
+    assert [ax.get_title() for ax in heatmaps] == ["head 0", "head 1", "", ""]
+    with pytest.raises(ValueError, match="row titles"):
+        attention_layers(weights, ["only one"])
+
+
 def test_curves_draws_each_series():
     from scratchformer import curves
 

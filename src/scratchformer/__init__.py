@@ -20,7 +20,8 @@ from .model import EncoderModel, cross_entropy
 from .module import Layer
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
-from .plotting import attention_heads, attention_heatmap, curves, matrix_heatmap
+from .plotting import (attention_heads, attention_heatmap, attention_layers, curves,
+                       matrix_heatmap)
 from .positional import positional_encoding, rotation_matrix
 from .rnn import rnn_influence
 from .tiled import tiled_attention
@@ -38,6 +39,7 @@ __all__ = [
     "attention_backward",
     "attention_heads",
     "attention_heatmap",
+    "attention_layers",
     "causal_mask",
     "clip_grad_norm",
     "cross_entropy",

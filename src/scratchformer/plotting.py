@@ -10,7 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["attention_heatmap", "attention_heads", "curves", "matrix_heatmap"]
+__all__ = ["attention_heatmap", "attention_heads", "attention_layers", "curves",
+           "matrix_heatmap"]
 
 
 def attention_heatmap(weights, query_labels=None, key_labels=None, *, ax=None, title=None,
@@ -111,6 +112,41 @@ def attention_heads(weights, query_labels=None, key_labels=None, *, ncols=4, tit
     fig.colorbar(axes.flat[0].images[0], ax=axes, shrink=0.8, label="attention weight")
     if title:
         fig.suptitle(title)
+    return fig
+
+
+def attention_layers(weights, row_titles, query_labels=None, key_labels=None) -> Figure:
+    """A grid of heatmaps: one row per layer (or model), one column per head.
+
+    Parameters
+    ----------
+    weights : array_like, shape (rows, h, n_q, n_k)
+        For example ``EncoderModel.attention_weights(tokens)`` averaged over the batch.
+    row_titles : sequence of str, length rows
+        Shown on the left of each row (e.g. ``"layer 1"``).
+    query_labels, key_labels : sequence of str, optional
+        As in :func:`attention_heatmap`.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        ``rows * h`` heatmap axes (row-major), then one colour-bar axes.
+    """
+    weights = np.asarray(weights, dtype=float)
+    if weights.ndim != 4:
+        raise ValueError(f"weights must have shape (rows, h, n_q, n_k), got {weights.shape}")
+    rows, h, n_q, n_k = weights.shape
+    if len(row_titles) != rows:
+        raise ValueError(f"{len(row_titles)} row titles for {rows} rows of weights")
+    fig, axes = plt.subplots(rows, h, squeeze=False, layout="constrained",
+                             figsize=(h * (0.22 * n_k + 1.0), rows * (0.22 * n_q + 1.0)))
+    for (row, head), ax in np.ndenumerate(axes):
+        attention_heatmap(weights[row, head], query_labels, key_labels, ax=ax,
+                          annotate=False, colorbar=False,
+                          title=f"head {head}" if row == 0 else None)
+        ax.set_xlabel("key" if row == rows - 1 else "")
+        ax.set_ylabel(f"{row_titles[row]}\nquery" if head == 0 else "")
+    fig.colorbar(axes.flat[0].images[0], ax=axes, shrink=0.8, label="attention weight")
     return fig
 
 
