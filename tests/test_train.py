@@ -60,11 +60,18 @@ def test_bad_configs_are_refused():
         tr.TrainConfig(vocab_size=100, length=20)
 
 
-def test_command_line_prints_accuracy_and_seconds():
-    completed = subprocess.run(
-        [sys.executable, "-m", "scratchformer.train", "--max-steps", "20", "--quiet"],
-        capture_output=True, text=True, check=True, timeout=300)
+def test_command_line_trains_the_book_model_to_99_percent():
+    """The default run: deterministic, so its accuracy is a fact to test (its time, which
+    the issue bounds by 60 s on 2 cores, is reported by the run and the training chapter)."""
+    completed = subprocess.run([sys.executable, "-m", "scratchformer.train", "--quiet"],
+                               capture_output=True, text=True, check=True, timeout=600)
     last = completed.stdout.strip().splitlines()[-1]
     fields = dict(item.split("=") for item in last.split())
     assert fields.keys() == {"accuracy", "seconds"}
-    assert 0.0 <= float(fields["accuracy"]) <= 1.0 and float(fields["seconds"]) > 0
+    assert float(fields["accuracy"]) >= 0.99 and float(fields["seconds"]) > 0
+
+
+def test_command_line_rejects_an_unknown_task():
+    completed = subprocess.run([sys.executable, "-m", "scratchformer.train", "--task", "copy"],
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 2 and "invalid choice: 'copy'" in completed.stderr
