@@ -10,6 +10,7 @@ chapter that derives it. Conventions used throughout:
 """
 
 from .attention import attention_backward, causal_mask, scaled_dot_product_attention
+from .diagnostics import block_gradient_norms, gradient_norms, stream_scales
 from .display import markdown_table, weights_table
 from .encoder import EncoderBlock
 from .functional import softmax, softmax_backward, softmax_jacobian
@@ -40,11 +41,13 @@ __all__ = [
     "attention_heads",
     "attention_heatmap",
     "attention_layers",
+    "block_gradient_norms",
     "causal_mask",
     "clip_grad_norm",
     "cross_entropy",
     "curves",
     "grad_norm",
+    "gradient_norms",
     "gradient_pairs",
     "layer_norm",
     "layer_norm_backward",
@@ -61,6 +64,7 @@ __all__ = [
     "softmax_backward",
     "softmax_jacobian",
     "split_heads",
+    "stream_scales",
     "tiled_attention",
     "warmup_cosine",
     "weights_table",

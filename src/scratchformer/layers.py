@@ -63,7 +63,10 @@ def layer_norm(x, gamma, beta, eps=1e-5):
 
 
 def _layer_norm(x, gamma, beta, eps):
-    """Layer norm of checked inputs: ``y``, and the ``x_hat`` and ``inv_std`` of its backward."""
+    """Layer norm of checked inputs: ``y``, ``x_hat`` and ``inv_std``.
+
+    The last two are what :func:`layer_norm_backward` needs.
+    """
     mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
     centred = x - mean  # (..., d_model)
     variance = np.einsum("...i,...i->...", centred, centred)[..., None]
