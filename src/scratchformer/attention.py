@@ -146,7 +146,7 @@ def attention_kernel(q, k, v, mask=None):
 
 
 def attention_backward(d_out, q, k, v, weights):
-    r"""Gradients of scaled dot-product attention with respect to ``q``, ``k`` and ``v``.
+    r"""Gradients of scaled dot-product attention: ``q``, ``k`` and ``v``.
 
     Parameters
     ----------
@@ -155,8 +155,9 @@ def attention_backward(d_out, q, k, v, weights):
     q, k, v : ndarray, shapes (..., n_q, d_k), (..., n_k, d_k), (..., n_k, d_v)
         The inputs of the forward pass, with the same leading axes.
     weights : ndarray, shape (..., n_q, n_k)
-        The attention weights the forward pass returned. The mask acts through them:
-        a blocked pair has weight 0, so its score gets no gradient.
+        The attention weights the forward pass returned. The mask acts
+        through them: a blocked pair has weight 0, so its score gets no
+        gradient.
 
     Returns
     -------
@@ -165,13 +166,14 @@ def attention_backward(d_out, q, k, v, weights):
 
     Notes
     -----
-    With :math:`S = QK^\top/\sqrt{d_k} + M`, :math:`A = \operatorname{softmax}(S)`,
-    :math:`O = AV`:
+    With :math:`S = QK^\top/\sqrt{d_k} + M`,
+    :math:`A = \operatorname{softmax}(S)`, :math:`O = AV`:
 
     .. math::
         dV = A^\top dO, \quad dA = dO\, V^\top, \quad
         dS = A \odot \bigl(dA - \operatorname{rowsum}(dA \odot A)\bigr), \quad
-        dQ = \frac{dS\, K}{\sqrt{d_k}}, \quad dK = \frac{dS^\top Q}{\sqrt{d_k}}.
+        dQ = \frac{dS\, K}{\sqrt{d_k}}, \quad
+        dK = \frac{dS^\top Q}{\sqrt{d_k}}.
 
     Derived in the chapter "Backpropagation through attention".
     """

@@ -116,8 +116,9 @@ class EncoderBlock(Layer):
         return z, weights
 
     def backward(self, d_z):
-        r"""Gradient with respect to ``x`` of the last :meth:`forward`; sets the sub-layers'
-        ``grads``.
+        r"""Gradient for ``x`` of the last :meth:`forward`.
+
+        Sets the ``grads`` of the four sub-layers.
 
         Parameters
         ----------
@@ -129,10 +130,11 @@ class EncoderBlock(Layer):
 
         Notes
         -----
-        A residual connection :math:`y = x + f(x)` passes the gradient on twice:
-        :math:`dx = dy + J_f^\top dy`. Post-LN sends every gradient through both norms;
-        pre-LN leaves an identity path from the output to every block's input. Derived in the
-        chapter "Backpropagation through attention".
+        A residual connection :math:`y = x + f(x)` passes the gradient on
+        twice: :math:`dx = dy + J_f^\top dy`. Post-LN sends every gradient
+        through both norms; pre-LN leaves an identity path from the output to
+        every block's input. Derived in the chapter "Backpropagation through
+        attention".
         """
         if self.norm == "post":
             d_w = self.norm2.backward(d_z)  # into y + FFN(y)

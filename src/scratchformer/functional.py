@@ -135,13 +135,14 @@ def softmax_jacobian(weights):
 
 
 def softmax_backward(weights, d_weights):
-    r"""Gradient through a softmax, from its output: the product :math:`J^\top g`.
+    r"""Gradient through a softmax, from its output: :math:`J^\top g`.
 
     Parameters
     ----------
     weights : ndarray, shape (..., n)
-        The softmax's output :math:`a` along the last axis (rows of zeros, from fully
-        masked attention rows, are allowed: their gradient is zero).
+        The softmax's output :math:`a` along the last axis (rows of zeros,
+        from fully masked attention rows, are allowed: their gradient is
+        zero).
     d_weights : ndarray, shape (..., n)
         The gradient of the loss with respect to ``weights``.
 
@@ -154,9 +155,9 @@ def softmax_backward(weights, d_weights):
     Notes
     -----
     The Jacobian :math:`J = \operatorname{diag}(a) - a a^\top` is symmetric, so
-    :math:`J^\top g = a \odot g - a\,(a^\top g)`: two passes over the row instead of the
-    :math:`n \times n` matrix of :func:`softmax_jacobian`. Derived in the chapter
-    "Backpropagation through attention".
+    :math:`J^\top g = a \odot g - a\,(a^\top g)`: two passes over the row
+    instead of the :math:`n \times n` matrix of :func:`softmax_jacobian`.
+    Derived in the chapter "Backpropagation through attention".
     """
     # <g, a> per row: (..., 1)
     inner = np.einsum("...i,...i->...", d_weights, weights)[..., None]

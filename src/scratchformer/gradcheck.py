@@ -65,19 +65,20 @@ def _first(output):
 
 
 def gradient_pairs(layer, x, rng, eps=1e-5):
-    """Hand-written and finite-difference gradients of a layer, for every input and parameter.
+    r"""Hand-written and finite-difference gradients of a layer, side by side.
 
-    The scalar differentiated is :math:`L = \\langle \\text{forward}(x), g\\rangle` with a
-    random :math:`g`, which makes ``g`` the gradient fed to ``backward``: every output
-    entry is checked, with its own weight.
+    For the input and every parameter. The scalar differentiated is
+    :math:`L = \langle \text{forward}(x), g\rangle` with a random :math:`g`,
+    which makes ``g`` the gradient fed to ``backward``: every output entry is
+    checked, with its own weight.
 
     Parameters
     ----------
     layer : Layer
         Parameters in float64.
     x : ndarray
-        The input: float64 (its gradient is checked as ``"x"``), or integer token ids (not
-        differentiated).
+        The input: float64 (its gradient is checked as ``"x"``), or integer
+        token ids (not differentiated).
     rng : numpy.random.Generator
         Draws ``g``.
     eps : float, default 1e-5
@@ -91,7 +92,8 @@ def gradient_pairs(layer, x, rng, eps=1e-5):
     g = rng.standard_normal(_first(layer.forward(x)).shape)
     d_x = layer.backward(g)
     analytic = {} if d_x is None else {"x": d_x}
-    analytic |= {name: owner.grads[key].copy() for name, owner, key in layer.named_parameters()}
+    for name, owner, key in layer.named_parameters():
+        analytic[name] = owner.grads[key].copy()
 
     def loss():
         return float(np.vdot(_first(layer.forward(x)), g))

@@ -77,15 +77,15 @@ def _layer_norm(x, gamma, beta, eps):
 
 
 def layer_norm_backward(d_y, x_hat, inv_std, gamma):
-    r"""Gradients of :func:`layer_norm` with respect to ``x``, ``gamma`` and ``beta``.
+    r"""Gradients of :func:`layer_norm` for ``x``, ``gamma`` and ``beta``.
 
     Parameters
     ----------
     d_y : ndarray, shape (..., d_model)
         Gradient of the loss with respect to the output.
     x_hat : ndarray, shape (..., d_model)
-        The normalised input :math:`\hat x = (x - \mu)/\sqrt{\sigma^2 + \epsilon}` of the
-        forward pass.
+        The normalised input of the forward pass,
+        :math:`\hat x = (x - \mu)/\sqrt{\sigma^2 + \epsilon}`.
     inv_std : ndarray, shape (..., 1)
         :math:`1/\sqrt{\sigma^2 + \epsilon}` of each token.
     gamma : ndarray, shape (d_model,)
@@ -101,12 +101,12 @@ def layer_norm_backward(d_y, x_hat, inv_std, gamma):
     With :math:`g = \gamma \odot dy` and means over the features of one token,
 
     .. math:: dx = \frac{1}{\sqrt{\sigma^2+\epsilon}}
-              \left(g - \operatorname{mean}(g) - \hat x\,\operatorname{mean}(g \odot \hat x)
-              \right).
+              \left(g - \operatorname{mean}(g)
+              - \hat x\,\operatorname{mean}(g \odot \hat x)\right).
 
     The two subtracted terms remove the components along :math:`\mathbf 1` and
-    :math:`\hat x`, the directions that normalisation makes invisible. Derived in the chapter
-    "Backpropagation through attention".
+    :math:`\hat x`, the directions that normalisation makes invisible.
+    Derived in the chapter "Backpropagation through attention".
     """
     d_model = x_hat.shape[-1]
     flat_dy = d_y.reshape(-1, d_model)  # (tokens, d_model)

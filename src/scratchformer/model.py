@@ -166,9 +166,10 @@ class EncoderModel(Layer):
     def _run(self, tokens):
         tokens = np.asarray(tokens)
         if tokens.ndim < 1:
-            raise ValueError("tokens must have a sequence axis: shape (..., n)")
+            raise ValueError("tokens must have shape (..., n)")
         x = self.embedding.forward(tokens)  # (..., n, d_model)
-        pe = positional_encoding(tokens.shape[-1], self.d_model)  # (n, d_model)
+        n = tokens.shape[-1]
+        pe = positional_encoding(n, self.d_model)  # (n, d_model)
         x += pe.astype(x.dtype, copy=False)
         weights = []
         for block in self.blocks:

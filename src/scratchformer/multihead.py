@@ -184,11 +184,12 @@ class MultiHeadAttention(Layer):
         return self._project_output(merged), weights
 
     def backward(self, d_out):
-        r"""Gradient with respect to ``x`` of the last :meth:`forward`; sets ``grads``.
+        r"""Gradient for ``x`` of the last :meth:`forward`; sets ``grads``.
 
-        Self-attention only: ``x`` is the source of the queries, keys and values alike, so
-        its gradient collects all three paths. (After a cross-attention forward this raises
-        ``ValueError``; the book trains encoder-only models.)
+        Self-attention only: ``x`` is the source of the queries, keys and
+        values alike, so its gradient collects all three paths. (After a
+        cross-attention forward this raises ``ValueError``; the book trains
+        encoder-only models.)
 
         Parameters
         ----------
@@ -203,21 +204,25 @@ class MultiHeadAttention(Layer):
         .. math:: dX = dQ\,W_Q^\top + dK\,W_K^\top + dV\,W_V^\top, \qquad
                   dW_Q = X^\top dQ, \ \dots, \qquad dW_O = H^\top dO
 
-        where :math:`H` is the heads' output side by side and :math:`dQ, dK, dV` come from
-        :func:`scratchformer.attention_backward`, head by head.
+        where :math:`H` is the heads' output side by side and
+        :math:`dQ, dK, dV` come from :func:`scratchformer.attention_backward`,
+        head by head.
         """
         cache = self._take()
         if not cache["self_attention"]:
-            raise ValueError("MultiHeadAttention.backward supports self-attention only; "
-                             "the last forward was given a context")
+            raise ValueError("MultiHeadAttention.backward supports "
+                             "self-attention only; the last forward was "
+                             "given a context")
         p, d_model = self.params, self.d_model
         x = cache["x"]
         flat_d_out = d_out.reshape(-1, d_model)  # (tokens, d_model)
         grads = {"w_o": cache["merged"].reshape(-1, d_model).T @ flat_d_out}
-        # (..., n, d_model) @ (d_model, d_model) -> (..., n, d_model), then into heads
-        d_heads = split_heads(d_out @ p["w_o"].T, self.n_heads)  # (..., h, n, d_k)
-        d_q, d_k, d_v = attention_backward(d_heads, cache["q"], cache["k"], cache["v"],
-                                           cache["weights"])  # (..., h, n, d_k) each
+        # (..., n, d_model) @ (d_model, d_model) -> (..., n, d_model)
+        d_merged = d_out @ p["w_o"].T
+        d_heads = split_heads(d_merged, self.n_heads)  # (..., h, n, d_k)
+        # (..., h, n, d_k) each:
+        d_q, d_k, d_v = attention_backward(
+            d_heads, cache["q"], cache["k"], cache["v"], cache["weights"])
         flat_x = x.reshape(-1, d_model)  # (tokens, d_model)
         d_x = np.zeros_like(x, dtype=d_out.dtype)
         for which, d_proj in (("q", d_q), ("k", d_k), ("v", d_v)):

@@ -117,7 +117,7 @@ class Adam:
                       for name, layer, key in model.named_parameters()}
 
     def step(self, lr):
-        """Update every parameter once with learning rate ``lr``, from the current grads."""
+        """One update of every parameter, with learning rate ``lr``."""
         beta1, beta2 = self.betas
         self.steps += 1
         # Bias corrections (Python floats, so that float32 stays float32).
@@ -126,7 +126,8 @@ class Adam:
         for name, param, grad in _gradients(self.model):
             m, v = self.state[name]
             if param.ndim >= 2 and self.weight_decay:
-                param *= 1.0 - lr * self.weight_decay  # decoupled: not part of the gradient
+                # decoupled: not part of the gradient
+                param *= 1.0 - lr * self.weight_decay
             m *= beta1
             m += (1.0 - beta1) * grad  # m: the running mean of g
             v *= beta2
