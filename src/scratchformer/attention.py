@@ -66,7 +66,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     (A large finite negative mask value, such as ``-1e9``, is not "blocked": a row of them gives
     uniform weights, as in the reference implementations.)
 
-    Derived in the chapter "Scaled dot-product attention".
+    Derived in the chapter
+    :doc:`Scaled dot-product attention </book/scaled_dot_product_attention>`.
     """
     q, k, v, mask = check_attention_inputs(q, k, v, mask)
     return attention_kernel(q, k, v, mask)

@@ -54,7 +54,8 @@ class EncoderBlock:
               z = y + \operatorname{FFN}(\operatorname{LN}_2(y)).
 
     These are PyTorch's ``TransformerEncoderLayer`` with ``norm_first=False`` and ``True``.
-    Derived in the chapter "The Transformer block".
+    Derived in the chapter
+    :doc:`The Transformer block </book/transformer_block>`.
     """
 
     def __init__(self, d_model, n_heads, d_ff, *, norm="post", eps=1e-5, rng=None,
@@ -75,7 +76,7 @@ class EncoderBlock:
 
     @property
     def num_parameters(self):
-        """Scalar parameters: ``4 d^2 + 4 d`` (attention) ``+ 2 d d_ff + d_ff + d``
+        """The number of scalar parameters, ``4 d^2 + 4 d`` (attention) ``+ 2 d d_ff + d_ff + d``
         (feed-forward) ``+ 4 d`` (two norms)."""
         return sum(p.size for layer in (self.attention, self.ffn, self.norm1, self.norm2)
                    for p in layer.params.values())

@@ -40,7 +40,8 @@ def layer_norm(x, gamma, beta, eps=1e-5):
 
     over the feature axis of each token separately (the biased variance, as
     in PyTorch).
-    Derived in the chapter "The Transformer block".
+    Derived in the chapter
+    :doc:`The Transformer block </book/transformer_block>`.
     """
     x = as_float_array(x, "x")
     gamma, beta = as_float_array(gamma, "gamma"), as_float_array(beta, "beta")
