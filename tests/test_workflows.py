@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -64,3 +65,14 @@ def test_pages_publishes_main_with_least_privilege():
     assert any(step.get("run", "").startswith("test -f _build/html/.nojekyll") for step in build)
     upload = next(s for s in build if s.get("uses", "").startswith("actions/upload-pages-artifact"))
     assert upload["with"]["path"] == "_build/html"
+
+
+def test_every_action_is_pinned_to_a_commit_with_its_version():
+    """A tag can be moved to other code; a commit SHA cannot. The comment says which release."""
+    pinned = re.compile(r"uses: [\w.-]+/[\w./-]+@[0-9a-f]{40}  # v\d+\.\d+\.\d+$")
+    lines = [(path.name, line.strip().removeprefix("- ")) for path in WORKFLOWS
+             for line in path.read_text().splitlines()]
+    uses = [(name, line) for name, line in lines if line.startswith("uses:")]
+    assert uses, "no actions found"
+    loose = [f"{name}: {line}" for name, line in uses if not pinned.search(line)]
+    assert loose == [], "\n".join(loose)

@@ -21,7 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
 FINGERPRINT = BUILD / ".inputs-fingerprint"
-INPUTS = ("src", "requirements.txt", "pyproject.toml", "book/_ext")
+INPUTS = ("src", "requirements.txt", "pyproject.toml", "book/_ext", "tools/build_book.py")
+# Figures as pixel-doubled PNGs ("retina"): crisp on high-DPI screens, shown at their 1x size
+# (IPython records that size, and MyST-NB writes it as the image's width and height).
+KERNEL_CONFIG = 'c.InlineBackend.figure_formats = {"retina"}\n'
 
 
 def fingerprint(root: Path = ROOT) -> str:
@@ -54,6 +57,10 @@ def main() -> int:
     # The chapters import the package from this checkout, whichever copy of it is installed.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
     env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"  # figures into the page
+    ipython_dir = BUILD / "ipython"  # the kernels' IPython profile, with KERNEL_CONFIG
+    (ipython_dir / "profile_default").mkdir(parents=True, exist_ok=True)
+    (ipython_dir / "profile_default" / "ipython_kernel_config.py").write_text(KERNEL_CONFIG)
+    env["IPYTHONDIR"] = str(ipython_dir)
     status = subprocess.run(command, cwd=ROOT, env=env).returncode
     if status != 0:
         FINGERPRINT.unlink(missing_ok=True)  # the next build starts from scratch again

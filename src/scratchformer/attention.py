@@ -66,7 +66,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     (A large finite negative mask value, such as ``-1e9``, is not "blocked": a row of them gives
     uniform weights, as in the reference implementations.)
 
-    Derived in the chapter "Scaled dot-product attention".
+    Derived in the chapter
+    :doc:`Scaled dot-product attention </book/scaled_dot_product_attention>`.
     """
     q, k, v, mask = check_attention_inputs(q, k, v, mask)
     return attention_kernel(q, k, v, mask)
@@ -175,7 +176,8 @@ def attention_backward(d_out, q, k, v, weights):
         dQ = \frac{dS\, K}{\sqrt{d_k}}, \quad
         dK = \frac{dS^\top Q}{\sqrt{d_k}}.
 
-    Derived in the chapter "Backpropagation through attention".
+    Derived in the chapter
+    :doc:`Backpropagation through attention </book/backpropagation>`.
     """
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32
     # (..., n_k, n_q) @ (..., n_q, d_v) -> (..., n_k, d_v)

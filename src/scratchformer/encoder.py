@@ -55,7 +55,8 @@ class EncoderBlock(Layer):
               z = y + \operatorname{FFN}(\operatorname{LN}_2(y)).
 
     These are PyTorch's ``TransformerEncoderLayer`` with ``norm_first=False`` and ``True``.
-    Derived in the chapter "The Transformer block".
+    Derived in the chapter
+    :doc:`The Transformer block </book/transformer_block>`.
     """
 
     def __init__(self, d_model, n_heads, d_ff, *, norm="post", eps=1e-5, rng=None,
@@ -76,7 +77,7 @@ class EncoderBlock(Layer):
 
     @property
     def num_parameters(self):
-        """Scalar parameters: ``4 d^2 + 4 d`` (attention) ``+ 2 d d_ff + d_ff + d``
+        """The number of scalar parameters, ``4 d^2 + 4 d`` (attention) ``+ 2 d d_ff + d_ff + d``
         (feed-forward) ``+ 4 d`` (two norms)."""
         return super().num_parameters
 
@@ -133,8 +134,8 @@ class EncoderBlock(Layer):
         A residual connection :math:`y = x + f(x)` passes the gradient on
         twice: :math:`dx = dy + J_f^\top dy`. Post-LN sends every gradient
         through both norms; pre-LN leaves an identity path from the output to
-        every block's input. Derived in the chapter "Backpropagation through
-        attention".
+        every block's input. Derived in the chapter
+        :doc:`Backpropagation through attention </book/backpropagation>`.
         """
         if self.norm == "post":
             d_w = self.norm2.backward(d_z)  # into y + FFN(y)

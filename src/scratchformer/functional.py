@@ -46,7 +46,8 @@ def softmax(x, axis=-1):
 
     Subtracting the row maximum :math:`m` changes nothing mathematically (the factor
     :math:`e^{-m}` cancels) but makes every exponent :math:`\le 0`, so ``exp`` cannot overflow
-    and the denominator is at least 1. Derived in the chapter "Scaled dot-product attention".
+    and the denominator is at least 1. Derived in the chapter
+    :doc:`Scaled dot-product attention </book/scaled_dot_product_attention>`.
     """
     x = as_float_array(x, "x")
     if x.ndim == 0:
@@ -120,7 +121,7 @@ def softmax_jacobian(weights):
     :math:`J` is symmetric positive semi-definite, so its spectral norm is at
     most its trace, :math:`1 - \sum_i a_i^2 \le 1 - \max_i a_i^2`: the
     gradient through a saturated softmax vanishes. Derived in the chapter
-    "Why divide by sqrt(d_k)".
+    :doc:`Why divide by sqrt(d_k) </book/scaling>`.
     """
     a = as_float_array(weights, "weights")
     if a.ndim == 0:
@@ -157,7 +158,8 @@ def softmax_backward(weights, d_weights):
     The Jacobian :math:`J = \operatorname{diag}(a) - a a^\top` is symmetric, so
     :math:`J^\top g = a \odot g - a\,(a^\top g)`: two passes over the row
     instead of the :math:`n \times n` matrix of :func:`softmax_jacobian`.
-    Derived in the chapter "Backpropagation through attention".
+    Derived in the chapter
+    :doc:`Backpropagation through attention </book/backpropagation>`.
     """
     # <g, a> per row: (..., 1)
     inner = np.einsum("...i,...i->...", d_weights, weights)[..., None]

@@ -44,7 +44,8 @@ def layer_norm(x, gamma, beta, eps=1e-5):
 
     over the feature axis of each token separately (the biased variance, as
     in PyTorch).
-    Derived in the chapter "The Transformer block".
+    Derived in the chapter
+    :doc:`The Transformer block </book/transformer_block>`.
     """
     x = as_float_array(x, "x")
     gamma, beta = as_float_array(gamma, "gamma"), as_float_array(beta, "beta")
@@ -106,7 +107,8 @@ def layer_norm_backward(d_y, x_hat, inv_std, gamma):
 
     The two subtracted terms remove the components along :math:`\mathbf 1` and
     :math:`\hat x`, the directions that normalisation makes invisible.
-    Derived in the chapter "Backpropagation through attention".
+    Derived in the chapter
+    :doc:`Backpropagation through attention </book/backpropagation>`.
     """
     d_model = x_hat.shape[-1]
     flat_dy = d_y.reshape(-1, d_model)  # (tokens, d_model)

@@ -41,8 +41,8 @@ def cross_entropy(logits, targets):
     Notes
     -----
     Computed from the log-softmax :math:`z - \max z - \log\sum e^{z - \max z}`, which neither
-    overflows nor takes the log of an underflowed 0. Derived in the chapter "Backpropagation
-    through attention".
+    overflows nor takes the log of an underflowed 0. Derived in the chapter
+    :doc:`Backpropagation through attention </book/backpropagation>`.
     """
     logits = np.asarray(logits)
     targets = np.asarray(targets)
@@ -106,7 +106,9 @@ class EncoderModel(Layer):
     .. math:: X_0 = E[\text{tokens}] + P, \qquad X_\ell = \operatorname{Block}_\ell(X_{\ell-1}),
               \qquad \text{logits} = X_L W + b
 
-    with :math:`P` the sinusoidal encoding of the positions (chapter "Positional encoding").
+    with :math:`P` the sinusoidal encoding of the positions (chapter
+    :doc:`Positional encoding </book/positional_encoding>`). Trained in the chapter
+    :doc:`Training a Transformer in NumPy </book/training>`.
     """
 
     def __init__(self, vocab_size, n_classes, d_model, n_heads, d_ff, n_layers, *,

@@ -21,7 +21,12 @@ __all__ = ["Layer"]
 
 
 class Layer:
-    """Base class of the trainable layers: see the module docstring for the contract.
+    """Base class of the trainable layers.
+
+    The contract: ``forward`` keeps what ``backward`` needs; ``backward(dy)`` returns the
+    gradient for the input and sets ``grads``, with the names and shapes of ``params``
+    (overwritten, not accumulated); each forward serves one backward. Explained in the chapter
+    :doc:`Backpropagation through attention </book/backpropagation>`.
 
     Attributes
     ----------

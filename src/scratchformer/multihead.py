@@ -105,7 +105,8 @@ class MultiHeadAttention(Layer):
     ``d_k`` columns of ``W``. PyTorch's ``nn.MultiheadAttention`` stores the transposes:
     ``in_proj_weight`` is ``[W_Q^T; W_K^T; W_V^T]`` stacked, of shape ``(3 d_model, d_model)``,
     and ``out_proj.weight`` is ``W_O^T``; :meth:`from_torch` and :meth:`to_torch` convert.
-    Derived in the chapter "Multi-head attention".
+    Derived in the chapter
+    :doc:`Multi-head attention </book/multi_head_attention>`.
     """
 
     def __init__(self, d_model, n_heads, *, bias=True, rng=None, dtype=np.float64):
@@ -141,7 +142,7 @@ class MultiHeadAttention(Layer):
 
     @property
     def num_parameters(self):
-        """Number of scalar parameters: ``4 d_model^2`` (+ ``4 d_model`` with biases)."""
+        """The number of scalar parameters, ``4 d_model^2`` (+ ``4 d_model`` with biases)."""
         return sum(p.size for p in self.params.values())
 
     def __repr__(self):

@@ -101,7 +101,8 @@ class Adam:
         \quad \theta \leftarrow \theta - \eta_t\left(\frac{m/(1-\beta_1^t)}
         {\sqrt{v/(1-\beta_2^t)} + \epsilon} + \lambda\theta\right)
 
-    (Kingma and Ba, 2015; Loshchilov and Hutter, 2019), as ``torch.optim.AdamW``.
+    (Kingma and Ba, 2015; Loshchilov and Hutter, 2019), as ``torch.optim.AdamW``. Used in the
+    chapter :doc:`Training a Transformer in NumPy </book/training>`.
     """
 
     def __init__(self, model, *, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0):

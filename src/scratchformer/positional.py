@@ -66,7 +66,8 @@ def positional_encoding(n_positions, d_model):
               PE_{pos, 2i+1} = \cos(pos\,\omega_i), \quad
               \omega_i = 10000^{-2i/d_\text{model}}.
 
-    Derived in the chapter "Positional encoding".
+    Derived in the chapter
+    :doc:`Positional encoding </book/positional_encoding>`.
     """
     try:
         n_positions = operator.index(n_positions)
@@ -107,7 +108,7 @@ def rotation_matrix(k, d_model):
     From :math:`\sin(a + b) = \sin a \cos b + \cos a \sin b` and
     :math:`\cos(a + b) = \cos a \cos b - \sin a \sin b` with
     :math:`a = pos\,\omega_i`, :math:`b = k\,\omega_i`. Proved in the
-    chapter "Positional encoding".
+    chapter :doc:`Positional encoding </book/positional_encoding>`.
     """
     k = float(k)
     if not math.isfinite(k):

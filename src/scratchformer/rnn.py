@@ -44,7 +44,7 @@ def rnn_influence(w_hh, w_xh, inputs, h0=None):
     \operatorname{diag}(1 - h_t^2)\, W_{hh}^\top` (entry ``(i, j)`` is
     :math:`\partial h_{t,i} / \partial h_{t-1,j}`), and the chain rule
     multiplies these Jacobians along the sequence. Derived in the chapter
-    "The wall of recurrence".
+    :doc:`The wall of recurrence </book/recurrence>`.
     """
     named = {"w_hh": w_hh, "w_xh": w_xh, "inputs": inputs}
     w_hh, w_xh, inputs = (as_float_array(a, n) for n, a in named.items())

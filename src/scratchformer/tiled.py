@@ -43,7 +43,7 @@ def tiled_attention(q, k, v, mask=None, *, block_q=256, block_k=1024):
     :math:`e^{s - m} v` so far :math:`a`. When a tile raises the maximum from
     :math:`m` to :math:`m'`, the old sums are rescaled by :math:`e^{m - m'}`;
     at the end, :math:`o = a / \ell`. Proved equal to softmax attention in the
-    chapter "Where attention breaks".
+    chapter :doc:`Where attention breaks </book/failure_cases>`.
     """
     block_q, block_k = operator.index(block_q), operator.index(block_k)
     if block_q < 1 or block_k < 1:

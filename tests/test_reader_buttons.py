@@ -1,0 +1,139 @@
+"""The buttons above every chapter: download, launch, repository, edit and issue.
+
+All of them must come from the one repository setting of ``_config.yml``; the download links
+must lead to files of the built site (the page's own source and its executed notebook), and the
+launch buttons to the notebooks that ``tools/notebooks.py`` writes for the ``notebooks`` branch.
+"""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = ROOT / "_build" / "html"
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+REPOSITORY = CONFIG["repository"]["url"].rstrip("/")
+BRANCH = CONFIG["repository"]["branch"]
+ORG, REPO = urlparse(REPOSITORY).path.strip("/").split("/")
+sys.path.insert(0, str(ROOT / "tools"))
+import notebooks  # noqa: E402  (tools/notebooks.py)
+
+CHAPTERS = [page.relative_to(ROOT).with_suffix("").as_posix() for page in notebooks.chapters()]
+
+
+class _Buttons(html.parser.HTMLParser):
+    """The links of the page's button bar (the theme's drop-down menus), by their title."""
+
+    def __init__(self):
+        super().__init__()
+        self.links: dict[str, str] = {}
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "a" and "dropdown-item" in attrs.get("class", "").split():
+            self.links[attrs["title"]] = attrs["href"]
+
+
+def buttons(page: str) -> dict[str, str]:
+    path = SITE / f"{page}.html"
+    if not path.exists():
+        pytest.skip("no built site: run `make book` first (`make test` does)")
+    parser = _Buttons()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return parser.links
+
+
+def test_the_chapters_are_found():
+    assert len(CHAPTERS) >= 9 and "book/scaling" in CHAPTERS
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_repository_edit_and_issue_buttons_follow_the_setting(page):
+    links = buttons(page)
+    assert links["Source repository"] == REPOSITORY
+    assert links["Suggest edit"] == f"{REPOSITORY}/edit/{BRANCH}/{page}.md"
+    issue = urlparse(links["Open an issue"])
+    assert f"{issue.scheme}://{issue.netloc}{issue.path}" == f"{REPOSITORY}/issues/new"
+    assert page in parse_qs(issue.query)["title"][0]
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_download_buttons_lead_to_the_page_as_markdown_and_as_a_notebook(page):
+    links = buttons(page)
+    source = (SITE / page).parent / links["Download source file"]
+    notebook = (SITE / page).parent / links["Download notebook file"]
+    assert source.resolve().suffix == ".md" and notebook.resolve().suffix == ".ipynb"
+    assert source.read_bytes() == (ROOT / f"{page}.md").read_bytes()
+    executed = nbformat.read(notebook, as_version=4)
+    nbformat.validate(executed)
+    code = [cell for cell in executed.cells if cell.cell_type == "code"]
+    assert len(code) == (ROOT / f"{page}.md").read_text().count("```{code-cell}")
+    assert all(cell.execution_count for cell in code), "the downloadable notebook is not executed"
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_colab_and_binder_open_the_page_notebook_on_the_notebooks_branch(page):
+    links = buttons(page)
+    assert links["Launch on Colab"] == (
+        f"https://colab.research.google.com/github/{ORG}/{REPO}/blob/notebooks/{page}.ipynb")
+    assert links["Launch on Binder"] == (
+        f"https://mybinder.org/v2/gh/{ORG}/{REPO}/notebooks?urlpath=lab/tree/{page}.ipynb")
+
+
+def test_pages_without_code_have_no_launch_buttons():
+    links = buttons("book/bibliography")
+    assert "Launch on Colab" not in links and "Download notebook file" not in links
+    assert links["Source repository"] == REPOSITORY
+
+
+def test_the_launched_notebooks_are_written_for_every_chapter(tmp_path):
+    """What the notebooks workflow publishes: one notebook a chapter, installing the package."""
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "notebooks.py"),
+                             "--out", str(tmp_path), "--ref", "0123abc"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    written = sorted(p.relative_to(tmp_path).with_suffix("").as_posix()
+                     for p in tmp_path.rglob("*.ipynb"))
+    assert written == sorted(CHAPTERS)
+    for page in CHAPTERS:
+        notebook = nbformat.read(tmp_path / f"{page}.ipynb", as_version=4)
+        nbformat.validate(notebook)
+        first, *rest = notebook.cells
+        assert f"scratchformer @ git+{REPOSITORY}.git@0123abc" in first.source
+        code = [cell for cell in rest if cell.cell_type == "code"]
+        assert len(code) == (ROOT / f"{page}.md").read_text().count("```{code-cell}")
+        assert all(not cell.outputs for cell in code)
+
+
+def test_the_install_cell_leaves_an_installed_package_alone(tmp_path):
+    """Where scratchformer is importable (here), the first cell runs without calling pip."""
+    cell = notebooks.INSTALL_CELL.format(repository="https://invalid.example/x", ref="none")
+    script = tmp_path / "cell.py"
+    script.write_text(cell + "\nprint('ran')\n")
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=60, env=env)
+    assert result.returncode == 0 and result.stdout.strip() == "ran", result.stderr
+
+
+def test_the_workflow_publishes_the_branch_the_buttons_open():
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import launch_notebooks
+
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "notebooks.yml").read_text())
+    assert workflow[True]["push"]["branches"] == [BRANCH]
+    script = "\n".join(step.get("run", "") for step in workflow["jobs"]["publish"]["steps"])
+    assert "python tools/notebooks.py --ref \"$GITHUB_SHA\"" in script
+    branch = launch_notebooks.NOTEBOOKS_BRANCH
+    assert f"git switch --orphan {branch}" in script
+    assert f"git push --force origin {branch}" in script
+    assert json.dumps(workflow["permissions"]) == json.dumps({"contents": "write"})
