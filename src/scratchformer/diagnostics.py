@@ -31,7 +31,7 @@ def gradient_norms(model):
     Parameters
     ----------
     model : Layer
-        Any layer after a :meth:`backward` pass.
+        Any layer after a ``backward`` pass.
 
     Returns
     -------
@@ -84,7 +84,7 @@ def block_gradient_norms(model, tokens, targets, names=BLOCK_WEIGHTS):
     targets : ndarray of int, shape (..., n)
         The label of every token; the loss is the mean cross-entropy
         (:func:`scratchformer.cross_entropy`).
-    names : sequence of str, default :data:`BLOCK_WEIGHTS`
+    names : sequence of str, default ``BLOCK_WEIGHTS``
         Parameters of a block, as dotted names within it (``"ffn.w_2"``).
 
     Returns

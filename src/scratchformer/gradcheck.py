@@ -87,7 +87,7 @@ def gradient_pairs(layer, x, rng, eps=1e-5):
     -------
     pairs : dict of str to (ndarray, ndarray)
         ``(analytic, numeric)`` by name: ``"x"`` and the names of
-        :meth:`~scratchformer.module.Layer.named_parameters`.
+        ``Layer.named_parameters()``.
     """
     g = rng.standard_normal(_first(layer.forward(x)).shape)
     d_x = layer.backward(g)

@@ -223,7 +223,7 @@ class EncoderModel(Layer):
 
         Its ``forward(tokens)`` takes a ``LongTensor`` of shape ``(..., n)``; its blocks are
         ``nn.TransformerEncoderLayer`` (batch-first, dropout 0), its ``state_dict`` mirrors
-        :meth:`named_parameters` in PyTorch's layouts. For the gradient checks and the
+        ``named_parameters()`` in PyTorch's layouts. For the gradient checks and the
         training-speed benchmark.
         """
         import torch

@@ -34,7 +34,7 @@ class Layer:
         The layer's own parameters (empty for a layer made only of other layers).
     grads : dict of str to ndarray or None
         Gradients of the loss, same keys and shapes as ``params``; None until the first
-        :meth:`backward`.
+        ``backward``.
     """
 
     params: dict = {}
