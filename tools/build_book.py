@@ -67,8 +67,30 @@ def main() -> int:
         print(f"build_book: the build failed (exit status {status})", file=sys.stderr)
         return status
     (BUILD / "html" / ".nojekyll").touch()  # GitHub Pages would hide the _static/ folders
+    restore_downloadable_outputs(BUILD / "html" / "_sources", BUILD / ".jupyter_cache")
     FINGERPRINT.write_text(current + "\n")
     return 0
+
+
+def restore_downloadable_outputs(sources: Path, cache_path: Path) -> None:
+    """Put the outputs back into the downloadable ``.ipynb`` of chapters taken from the cache.
+
+    When a chapter's prose changed but not its code, MyST-NB takes the outputs from the
+    execution cache for the page, but writes the notebook it offers for download as it was
+    before the merge, without them (myst_nb/sphinx_.py writes its own ``notebook``, not the
+    client's merged one). Such notebooks get their outputs from the same cache entry here.
+    """
+    import nbformat
+    from jupyter_cache import get_cache
+
+    cache = get_cache(str(cache_path))
+    for path in sorted(sources.rglob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+        if not code or any(cell.execution_count for cell in code):
+            continue
+        _, merged = cache.merge_match_into_notebook(notebook)  # KeyError: not cached
+        nbformat.write(merged, path)
 
 
 if __name__ == "__main__":
