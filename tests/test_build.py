@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +86,17 @@ def test_breaking_the_package_fails_the_next_build(tmp_path):
             assert theirs[page] == mine[page], f"{page}: figures differ between clean builds"
     cached = build()  # nothing changed: served from the cache, nothing executed
     assert cached.returncode == 0 and "Executing notebook" not in cached.stdout + cached.stderr
+
+    # Prose edited, code not: the page is rebuilt from the cache, and the notebook offered
+    # for download still carries the outputs.
+    chapter = repo / "book" / "transformer_block.md"
+    chapter.write_text(chapter.read_text() + "\nOne more sentence of prose.\n")
+    prose = build()
+    assert prose.returncode == 0 and "Executing notebook" not in prose.stdout + prose.stderr
+    download = repo / "_build" / "html" / "_sources" / "book" / "transformer_block.ipynb"
+    cells = [c for c in nbformat.read(download, as_version=4).cells if c.cell_type == "code"]
+    assert cells and all(c.execution_count for c in cells)
+    assert any(c.outputs for c in cells)
 
     # A plausible bug: forget the 1/sqrt(d_k). No chapter file changes.
     module = repo / "src" / "scratchformer" / "attention.py"
