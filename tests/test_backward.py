@@ -208,6 +208,46 @@ def named_grads(layer):
     return {name: owner.grads[key] for name, owner, key in layer.named_parameters()}
 
 
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "with an empty row"])
+def test_attention_backward_against_torch_autograd(mask_kind):
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((2, 3, 5, 4))  # (batch, h, n_q, d_k)
+    k = rng.standard_normal((2, 3, 6, 4))
+    v = rng.standard_normal((2, 3, 6, 7))
+    mask = None if mask_kind == "none" else np.tri(5, 6, dtype=bool)
+    if mask_kind == "with an empty row":
+        mask[0] = False
+    out, weights = attention_kernel(q, k, v, mask)
+    g = rng.standard_normal(out.shape)
+    ours = attention_backward(g, q, k, v, weights)
+
+    tensors = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    # Reference arithmetic in autograd (PyTorch's SDPA gives NaN for an empty row):
+    scores = tensors[0] @ tensors[1].transpose(-1, -2) / 2.0  # sqrt(d_k) = 2
+    if mask is not None:
+        scores = scores.masked_fill(~torch.from_numpy(mask), -torch.inf)
+    reference_weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    (reference_weights @ tensors[2] * torch.from_numpy(g)).sum().backward()
+    for name, mine, tensor in zip("qkv", ours, tensors):
+        np.testing.assert_allclose(mine, tensor.grad.numpy(), atol=1e-12, err_msg=name)
+
+
+def test_layer_norm_backward_against_torch_autograd():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((3, 4, 6)) * 3 + 1
+    gamma, beta = rng.standard_normal(6), rng.standard_normal(6)
+    g = rng.standard_normal(x.shape)
+    norm = sf.LayerNorm(6)
+    norm.params = {"gamma": gamma.copy(), "beta": beta.copy()}
+    norm.forward(x)
+    d_x = norm.backward(g)
+    tensors = [torch.tensor(a, requires_grad=True) for a in (x, gamma, beta)]
+    y = torch.nn.functional.layer_norm(tensors[0], (6,), tensors[1], tensors[2], eps=1e-5)
+    (y * torch.from_numpy(g)).sum().backward()
+    for mine, tensor in zip((d_x, norm.grads["gamma"], norm.grads["beta"]), tensors):
+        np.testing.assert_allclose(mine, tensor.grad.numpy(), atol=1e-12)
+
+
 @pytest.mark.parametrize("norm", ["post", "pre"])
 @pytest.mark.parametrize("masked", [False, True])
 def test_encoder_block_against_torch_autograd(norm, masked):
