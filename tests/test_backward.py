@@ -117,6 +117,15 @@ def test_attention_backward_against_finite_differences(s, mask_kind):
         assert sf.relative_error(analytic, numeric) < FD_TOLERANCE, name
 
 
+def test_attention_backward_refuses_broadcast_batch_axes():
+    rng = np.random.default_rng(0)
+    q, k, v = rng.standard_normal((2, 5, 4)), rng.standard_normal((6, 4)), \
+        rng.standard_normal((6, 3))
+    out, weights = attention_kernel(q, k, v)  # the forward broadcasts k and v
+    with pytest.raises(ValueError, match="same leading axes"):
+        attention_backward(np.ones_like(out), q, k, v, weights)
+
+
 def test_fully_masked_rows_get_zero_gradient_not_nan():
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((3, 2)) for _ in range(3))

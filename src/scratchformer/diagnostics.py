@@ -138,8 +138,9 @@ def stream_scales(model, tokens):
 
     Notes
     -----
-    A post-LN block normalises its output, so ``scales[1:]`` are 1 (up to the
-    norm's epsilon). A pre-LN block adds its sub-layers' outputs to the
+    A post-LN block normalises its output, so at initialisation (gains 1,
+    shifts 0) ``scales[1:]`` are 1 (up to the norm's epsilon); training
+    changes them. A pre-LN block adds its sub-layers' outputs to the
     stream, whose scale grows with depth, and the final norm divides the
     gradient by it.
     """

@@ -106,7 +106,8 @@ def layer_norm_backward(d_y, x_hat, inv_std, gamma):
               - \hat x\,\operatorname{mean}(g \odot \hat x)\right).
 
     The two subtracted terms remove the components along :math:`\mathbf 1` and
-    :math:`\hat x`, the directions that normalisation makes invisible.
+    :math:`\hat x`, the directions that normalisation makes invisible (exactly
+    for :math:`\epsilon = 0`, nearly when :math:`\sigma^2 \gg \epsilon`).
     Derived in the chapter
     :doc:`Backpropagation through attention </book/backpropagation>`.
     """

@@ -31,9 +31,11 @@ def grad_norm(model):
 def clip_grad_norm(model, max_norm):
     """Scale every gradient by ``min(1, max_norm / norm)``; return the norm before clipping.
 
-    The direction of the update is kept and only its length is capped, so one unlucky batch
-    cannot throw the weights far. Raises ``FloatingPointError`` if the norm is not finite
-    (a diverged model should stop loudly, not train on NaN).
+    The gradient's direction is kept and its length capped. Under plain gradient descent this
+    caps the step; under :class:`Adam`, whose step hardly depends on the gradients' scale, it
+    limits how much one batch with an unusually large gradient weighs in the running averages.
+    Raises ``FloatingPointError`` if the norm is not finite (a diverged model should stop
+    loudly, not train on NaN).
     """
     if not max_norm > 0:
         raise ValueError(f"max_norm must be positive, got {max_norm}")
