@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 import torch
@@ -36,14 +34,6 @@ def assert_gradients_match(pairs, zero=()):
             continue
         error = sf.relative_error(analytic, numeric)
         assert error < FD_TOLERANCE, f"{name}: relative error {error:.2e}"
-
-
-def randomise(layer, rng):
-    """Non-trivial values for every parameter (biases, gains), so each gradient matters."""
-    for _, owner, key in layer.named_parameters():
-        owner.params[key][...] = rng.normal(0.0, 0.5, owner.params[key].shape)
-        if key == "gamma":
-            owner.params[key] += 1.0
 
 
 # d_model = n_heads * d_k >= 4: layer norm over 2 features maps every token to about
@@ -157,7 +147,7 @@ def _layers(s, rng):
 def test_every_layer_against_finite_differences(s):
     rng = np.random.default_rng(s["seed"])
     for _, layer, zero in _layers(s, rng):
-        randomise(layer, rng)
+        sf.randomize_parameters(layer, rng)
         d_model = s["n_heads"] * s["d_k"]
         x = rng.standard_normal((*s["batch"], s["n"], d_model))
         assume(relu_kink_gap(layer, x) > 1e-3)
@@ -170,7 +160,7 @@ def test_the_model_against_finite_differences(s, norm):
     rng = np.random.default_rng(s["seed"])
     d_model = 2 * s["d_k"]  # even, for the positional encoding
     model = sf.EncoderModel(5, 3, d_model, 2, s["d_ff"], 2, norm=norm, rng=rng)
-    randomise(model, rng)
+    sf.randomize_parameters(model, rng)
     tokens = rng.integers(0, 5, (*s["batch"], s["n"]))
     assume(relu_kink_gap(model, tokens) > 1e-3)
     # Rows of the embedding no token uses get no gradient: compare those as zero.
@@ -198,20 +188,6 @@ def test_cross_entropy_against_finite_differences():
 
 
 # ---- PyTorch autograd on the same weights ---------------------------------------------
-
-def torch_grads_as_params(module, convert):
-    """The module's .grad in the package's layout: convert a copy whose data is the grad."""
-    twin = copy.deepcopy(module)
-    with torch.no_grad():
-        for (name, p), (_, q) in zip(module.named_parameters(), twin.named_parameters()):
-            assert p.grad is not None, name
-            q.copy_(p.grad)
-    return convert(twin)
-
-
-def named_arrays(layer):
-    return {name: owner.params[key] for name, owner, key in layer.named_parameters()}
-
 
 def named_grads(layer):
     return {name: owner.grads[key] for name, owner, key in layer.named_parameters()}
@@ -262,7 +238,7 @@ def test_layer_norm_backward_against_torch_autograd():
 def test_encoder_block_against_torch_autograd(norm, masked):
     rng = np.random.default_rng(5)
     block = sf.EncoderBlock(12, 3, 20, norm=norm, rng=rng)
-    randomise(block, rng)
+    sf.randomize_parameters(block, rng)
     x = rng.standard_normal((2, 6, 12))
     mask = sf.causal_mask(6) if masked else None
     g = rng.standard_normal(x.shape)
@@ -273,7 +249,7 @@ def test_encoder_block_against_torch_autograd(norm, masked):
     x_t = torch.tensor(x, requires_grad=True)
     mask_t = None if mask is None else torch.from_numpy(~mask)  # torch: True = blocked
     (layer(x_t, src_mask=mask_t) * torch.from_numpy(g)).sum().backward()
-    expected = named_arrays(torch_grads_as_params(layer, sf.EncoderBlock.from_torch))
+    expected = sf.torch_gradients(layer, sf.EncoderBlock.from_torch)
     for name, grad in named_grads(block).items():
         np.testing.assert_allclose(grad, expected[name], atol=1e-10, err_msg=name)
     np.testing.assert_allclose(d_x, x_t.grad.numpy(), atol=1e-10)
@@ -282,7 +258,7 @@ def test_encoder_block_against_torch_autograd(norm, masked):
 def test_multihead_attention_against_torch_autograd():
     rng = np.random.default_rng(6)
     layer = sf.MultiHeadAttention(8, 2, rng=rng)
-    randomise(layer, rng)
+    sf.randomize_parameters(layer, rng)
     x = rng.standard_normal((3, 5, 8))
     g = rng.standard_normal(x.shape)
     layer.forward(x)
@@ -291,7 +267,7 @@ def test_multihead_attention_against_torch_autograd():
     x_t = torch.tensor(x, requires_grad=True)
     out, _ = module(x_t, x_t, x_t, need_weights=False)
     (out * torch.from_numpy(g)).sum().backward()
-    expected = named_arrays(torch_grads_as_params(module, sf.MultiHeadAttention.from_torch))
+    expected = sf.torch_gradients(module, sf.MultiHeadAttention.from_torch)
     for name, grad in named_grads(layer).items():
         np.testing.assert_allclose(grad, expected[name], atol=1e-10, err_msg=name)
     np.testing.assert_allclose(d_x, x_t.grad.numpy(), atol=1e-10)
@@ -301,7 +277,7 @@ def test_multihead_attention_against_torch_autograd():
 def test_model_and_loss_against_torch_autograd(norm):
     rng = np.random.default_rng(7)
     model = sf.EncoderModel(7, 4, 8, 2, 16, 3, norm=norm, rng=rng)
-    randomise(model, rng)
+    sf.randomize_parameters(model, rng)
     tokens = rng.integers(0, 7, (4, 6))
     targets = rng.integers(0, 4, (4, 6))
     loss, d_logits = sf.cross_entropy(model.forward(tokens), targets)
@@ -313,7 +289,7 @@ def test_model_and_loss_against_torch_autograd(norm):
                                                torch.from_numpy(targets).reshape(-1))
     loss_t.backward()
     assert loss == pytest.approx(loss_t.item(), rel=1e-12)
-    expected = named_arrays(torch_grads_as_params(module, sf.EncoderModel.from_torch))
+    expected = sf.torch_gradients(module, sf.EncoderModel.from_torch)
     grads = named_grads(model)
     assert grads.keys() == expected.keys()
     for name, grad in grads.items():
@@ -356,6 +332,21 @@ def test_cross_attention_backward_is_refused_clearly():
     layer.forward(rng.standard_normal((3, 4)), context=rng.standard_normal((5, 4)))
     with pytest.raises(ValueError, match="self-attention only"):
         layer.backward(np.zeros((3, 4)))
+
+
+def test_attention_without_biases_has_gradients_for_its_weights_only():
+    rng = np.random.default_rng(13)
+    layer = sf.MultiHeadAttention(6, 2, bias=False, rng=rng)
+    pairs = sf.gradient_pairs(layer, rng.standard_normal((2, 3, 6)), rng)
+    assert set(pairs) == {"x", "w_q", "w_k", "w_v", "w_o"}
+    assert list(layer.grads) == list(layer.params)
+    assert_gradients_match(pairs)
+
+
+def test_torch_gradients_need_a_backward_pass():
+    module = sf.MultiHeadAttention(4, 2).to_torch()
+    with pytest.raises(ValueError, match="no gradient"):
+        sf.torch_gradients(module, sf.MultiHeadAttention.from_torch)
 
 
 def test_bad_inputs_get_named_errors():

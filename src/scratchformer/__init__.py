@@ -14,7 +14,8 @@ from .diagnostics import block_gradient_norms, gradient_norms, stream_scales
 from .display import markdown_table, weights_table
 from .encoder import EncoderBlock
 from .functional import softmax, softmax_backward, softmax_jacobian
-from .gradcheck import gradient_pairs, numerical_gradient, relative_error
+from .gradcheck import (gradient_pairs, numerical_gradient, randomize_parameters,
+                        relative_error, torch_gradients)
 from .layers import (Embedding, FeedForward, LayerNorm, Linear, layer_norm,
                      layer_norm_backward)
 from .model import EncoderModel, cross_entropy
@@ -56,6 +57,7 @@ __all__ = [
     "merge_heads",
     "numerical_gradient",
     "positional_encoding",
+    "randomize_parameters",
     "relative_error",
     "rnn_influence",
     "rotation_matrix",
@@ -66,6 +68,7 @@ __all__ = [
     "split_heads",
     "stream_scales",
     "tiled_attention",
+    "torch_gradients",
     "warmup_cosine",
     "weights_table",
 ]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["numerical_gradient", "relative_error", "gradient_pairs"]
+__all__ = ["numerical_gradient", "relative_error", "gradient_pairs", "randomize_parameters",
+           "torch_gradients"]
 
 
 def numerical_gradient(f, x, eps=1e-5):
@@ -104,3 +105,53 @@ def gradient_pairs(layer, x, rng, eps=1e-5):
     for name, owner, key in layer.named_parameters():
         numeric[name] = numerical_gradient(loss, owner.params[key], eps)
     return {name: (analytic[name], numeric[name]) for name in analytic}
+
+
+def randomize_parameters(layer, rng, scale=0.5):
+    """Overwrite every parameter with random values (gains around 1), in place.
+
+    Fresh layers have zero biases and unit gains, whose gradients a wrong formula could still
+    get right; random values make every term of every gradient matter.
+
+    Parameters
+    ----------
+    layer : Layer
+    rng : numpy.random.Generator
+    scale : float, default 0.5
+        Standard deviation of the normal draws (layer-norm ``gamma`` gets 1 added).
+    """
+    for _, owner, key in layer.named_parameters():
+        owner.params[key][...] = rng.normal(0.0, scale, owner.params[key].shape)
+        if key == "gamma":
+            owner.params[key] += 1.0
+
+
+def torch_gradients(module, from_torch):
+    """PyTorch's gradients of ``module``, in the package's names and layouts.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        After ``backward()``: every parameter has a ``.grad``.
+    from_torch : callable
+        The matching ``from_torch`` (e.g. ``EncoderBlock.from_torch``). It is applied to a copy
+        of ``module`` whose values are its gradients, so the conversion of the weights (splits,
+        transposes) is the one converting the gradients.
+
+    Returns
+    -------
+    dict of str to ndarray
+        Keyed like ``named_parameters()`` of the converted layer.
+    """
+    import copy
+
+    import torch
+
+    twin = copy.deepcopy(module)
+    with torch.no_grad():
+        for (name, p), q in zip(module.named_parameters(), twin.parameters()):
+            if p.grad is None:
+                raise ValueError(f"{name} has no gradient: call backward() first")
+            q.copy_(p.grad)
+    converted = from_torch(twin)
+    return {name: owner.params[key] for name, owner, key in converted.named_parameters()}

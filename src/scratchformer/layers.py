@@ -123,6 +123,16 @@ def layer_norm_backward(d_y, x_hat, inv_std, gamma):
     return d_x, d_gamma, d_beta
 
 
+def _affine_grads(x, d_y):
+    """Gradients of ``y = x @ W + b`` for ``W`` and ``b``, summed over every token.
+
+    ``x`` (..., d_in) and ``d_y`` (..., d_out) give ``x^T dy`` of shape (d_in, d_out) and the
+    column sums of ``dy``, shape (d_out,).
+    """
+    flat_dy = d_y.reshape(-1, d_y.shape[-1])  # (tokens, d_out)
+    return x.reshape(-1, x.shape[-1]).T @ flat_dy, flat_dy.sum(axis=0)
+
+
 def _generator(rng):
     """``rng``, or a generator seeded with 0 when it is None."""
     if rng is None:
@@ -246,17 +256,11 @@ class FeedForward(Layer):
         """
         p, cache = self.params, self._take()
         x, hidden = cache["x"], cache["hidden"]
-        d_model, d_ff = p["w_1"].shape
         d_hidden = d_y @ p["w_2"].T  # (..., d_model) @ (d_model, d_ff) -> (..., d_ff)
         d_hidden *= hidden > 0  # ReLU passes the gradient where it passed the input
-        flat_dy = d_y.reshape(-1, d_model)  # (tokens, d_model)
-        flat_dh = d_hidden.reshape(-1, d_ff)  # (tokens, d_ff)
-        self.grads = {
-            "w_1": x.reshape(-1, d_model).T @ flat_dh,  # (d_model, d_ff)
-            "b_1": flat_dh.sum(axis=0),
-            "w_2": hidden.reshape(-1, d_ff).T @ flat_dy,  # (d_ff, d_model)
-            "b_2": flat_dy.sum(axis=0),
-        }
+        d_w_1, d_b_1 = _affine_grads(x, d_hidden)  # (d_model, d_ff), (d_ff,)
+        d_w_2, d_b_2 = _affine_grads(hidden, d_y)  # (d_ff, d_model), (d_model,)
+        self.grads = {"w_1": d_w_1, "b_1": d_b_1, "w_2": d_w_2, "b_2": d_b_2}
         return d_hidden @ p["w_1"].T  # (..., d_ff) @ (d_ff, d_model) -> (..., d_model)
 
 
@@ -305,9 +309,8 @@ class Linear(Layer):
         """
         x = self._take()["x"]
         w = self.params["w"]
-        flat_dy = d_y.reshape(-1, w.shape[1])  # (tokens, d_out)
-        self.grads = {"w": x.reshape(-1, w.shape[0]).T @ flat_dy,  # (d_in, d_out)
-                      "b": flat_dy.sum(axis=0)}
+        d_w, d_b = _affine_grads(x, d_y)  # (d_in, d_out), (d_out,)
+        self.grads = {"w": d_w, "b": d_b}
         return d_y @ w.T  # (..., d_out) @ (d_out, d_in) -> (..., d_in)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from ._validation import as_float_array, require_finite, require_min_ndim
 from .attention import _as_mask, attention_backward, attention_kernel
 from .fast_attention import fast_attention, fast_attention_output
+from .layers import _affine_grads
 from .module import Layer
 
 __all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
@@ -143,7 +144,7 @@ class MultiHeadAttention(Layer):
     @property
     def num_parameters(self):
         """The number of scalar parameters, ``4 d_model^2`` (+ ``4 d_model`` with biases)."""
-        return sum(p.size for p in self.params.values())
+        return super().num_parameters
 
     def __repr__(self):
         dtype = self.params["w_q"].dtype
@@ -214,28 +215,22 @@ class MultiHeadAttention(Layer):
             raise ValueError("MultiHeadAttention.backward supports "
                              "self-attention only; the last forward was "
                              "given a context")
-        p, d_model = self.params, self.d_model
-        x = cache["x"]
-        flat_d_out = d_out.reshape(-1, d_model)  # (tokens, d_model)
-        grads = {"w_o": cache["merged"].reshape(-1, d_model).T @ flat_d_out}
+        p, x = self.params, cache["x"]
+        grads = {}  # d_w and d_b: (d_model, d_model) and (d_model,)
+        grads["w_o"], grads["b_o"] = _affine_grads(cache["merged"], d_out)
         # (..., n, d_model) @ (d_model, d_model) -> (..., n, d_model)
         d_merged = d_out @ p["w_o"].T
         d_heads = split_heads(d_merged, self.n_heads)  # (..., h, n, d_k)
         # (..., h, n, d_k) each:
         d_q, d_k, d_v = attention_backward(
             d_heads, cache["q"], cache["k"], cache["v"], cache["weights"])
-        flat_x = x.reshape(-1, d_model)  # (tokens, d_model)
         d_x = np.zeros_like(x, dtype=d_out.dtype)
         for which, d_proj in (("q", d_q), ("k", d_k), ("v", d_v)):
             d_proj = merge_heads(d_proj)  # (..., n, d_model)
-            flat = d_proj.reshape(-1, d_model)
-            grads[f"w_{which}"] = flat_x.T @ flat  # (d_model, d_model)
-            if self.bias:
-                grads[f"b_{which}"] = flat.sum(axis=0)
+            grads[f"w_{which}"], grads[f"b_{which}"] = _affine_grads(x, d_proj)
             d_x += d_proj @ p[f"w_{which}"].T  # (..., n, d_model)
-        if self.bias:
-            grads["b_o"] = flat_d_out.sum(axis=0)
-        self.grads = {name: grads[name] for name in p}  # the parameters' order
+        # the parameters' names and order (no biases without bias=True)
+        self.grads = {name: grads[name] for name in p}
         return d_x
 
     def output(self, x, mask=None, context=None):
