@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from scratchformer.benchmarks import attention_forward_speed
+from scratchformer.book.benchmarks import attention_forward_speed
 
 
 def main() -> None:

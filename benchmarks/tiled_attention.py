@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from scratchformer.benchmarks import tiled_attention_speed
+from scratchformer.book.benchmarks import tiled_attention_speed
 
 
 def main() -> None:

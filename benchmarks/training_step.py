@@ -15,8 +15,9 @@ import os
 
 import torch
 
-from scratchformer.benchmarks import training_step_speed
-from scratchformer.train import TrainConfig
+from scratchformer.book.benchmarks import training_step_speed
+from scratchformer.tasks import LabellingTask
+from scratchformer.train import BOOK_MODEL, TrainConfig
 
 
 def main() -> None:
@@ -31,9 +32,11 @@ def main() -> None:
     print(f"{'model':>34} | {'batch':>5} | {'numpy ms':>9} | {'torch ms':>9} | numpy/torch")
     for batch_size in args.batch_size:
         config = dataclasses.replace(TrainConfig(), batch_size=batch_size)
-        r = training_step_speed(config, steps=args.steps, repeats=args.repeats)
-        shape = (f"L={config.n_layers} d={config.d_model} h={config.n_heads} "
-                 f"d_ff={config.d_ff} n={config.length}")
+        task = LabellingTask()
+        r = training_step_speed(config, task, steps=args.steps, repeats=args.repeats)
+        m = BOOK_MODEL
+        shape = (f"L={m['n_layers']} d={m['d_model']} h={m['n_heads']} "
+                 f"d_ff={m['d_ff']} n={task.length}")
         print(f"{shape:>34} | {batch_size:>5} | {1e3 * r['numpy']:>9.2f} | "
               f"{1e3 * r['torch']:>9.2f} | {r['ratio']:.2f}x  (target <= 1.5x)")
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: the built site served on localhost, and headless Chromium to look at it."""
+"""Shared settings and fixtures: one Hypothesis profile, the built site served on localhost, and
+headless Chromium to look at it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# One Hypothesis profile for every property test. No deadline: a single example may take
+# several times its usual time on a loaded 2-core machine, which says nothing about
+# correctness (speed is measured by benchmarks/, never by tests).
+settings.register_profile("scratchformer", deadline=None)
+settings.load_profile("scratchformer")
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "_build" / "html"

@@ -8,6 +8,11 @@ from pathlib import Path
 import pytest
 
 import scratchformer
+import scratchformer.book
+import scratchformer.pytorch
+import scratchformer.train
+
+pytestmark = pytest.mark.site  # reads the built book in _build/html
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "_build" / "html"
@@ -21,10 +26,26 @@ def api_page():
     return page.read_text(encoding="utf-8")
 
 
-def test_every_export_is_documented(api_page):
-    ids = set(re.findall(r'id="(scratchformer\.[\w.]+)"', api_page))
-    missing = [name for name in scratchformer.__all__ if f"scratchformer.{name}" not in ids]
-    assert missing == []
+@pytest.mark.parametrize("package", [scratchformer, scratchformer.train, scratchformer.book,
+                                     scratchformer.pytorch], ids=lambda p: p.__name__)
+def test_every_export_is_documented_once(api_page, package):
+    ids = re.findall(r'id="(scratchformer\.[\w.]+)"', api_page)
+    names = [f"{package.__name__}.{name}" for name in package.__all__]
+    assert [name for name in names if ids.count(name) != 1] == []
+
+
+def test_the_model_and_the_tooling_have_sections_of_their_own(api_page):
+    """The page is grouped: the model, the book's tooling, PyTorch; a section per module."""
+    headings = re.findall(r"<h2>(.*?)<a", api_page)
+    assert [re.sub("<.*?>", "", h) for h in headings] == [
+        "The model and its training: scratchformer",
+        "The book’s tooling: scratchformer.book",
+        "PyTorch conversions: scratchformer.pytorch"]
+    sections = re.findall(r"<h3>(.*?)<a", api_page)
+    assert len(sections) >= 15  # one per module that exports something
+    model_part = api_page.split("The book’s tooling")[0]
+    assert 'id="scratchformer.MultiHeadAttention"' in model_part
+    assert 'id="scratchformer.book.attention_heatmap"' not in model_part
 
 
 def test_docstrings_link_back_to_the_chapters_that_derive_them(api_page):
@@ -41,7 +62,7 @@ def test_equations_and_shapes_are_rendered(api_page):
 @pytest.mark.parametrize("chapter, target", [
     ("scaled_dot_product_attention", "scratchformer.scaled_dot_product_attention"),
     ("multi_head_attention", "scratchformer.MultiHeadAttention"),
-    ("transformer_block", "scratchformer.EncoderBlock.from_torch"),
+    ("transformer_block", "scratchformer.pytorch.from_torch"),
 ])
 def test_chapters_link_to_the_reference(chapter, target):
     page = SITE / "book" / f"{chapter}.html"

@@ -1,4 +1,5 @@
-"""Tests for scratchformer.diagnostics: gradient norms per block, the residual stream's scale."""
+"""Tests for scratchformer.book.diagnostics: gradient norms per block, the residual stream's
+scale."""
 
 from __future__ import annotations
 
@@ -7,12 +8,17 @@ import pytest
 import torch
 
 from scratchformer import EncoderModel, Linear, cross_entropy, positional_encoding
-from scratchformer.diagnostics import (BLOCK_WEIGHTS, block_gradient_norms, gradient_norms,
-                                       stream_scales)
+from scratchformer.book.diagnostics import (
+    BLOCK_WEIGHTS,
+    block_gradient_norms,
+    gradient_norms,
+    stream_scales,
+)
 
 
 def small_model(norm, n_layers=3, seed=0):
-    return EncoderModel(7, 5, 16, 4, 24, n_layers, norm=norm, rng=np.random.default_rng(seed))
+    return EncoderModel(vocab_size=7, n_classes=5, d_model=16, n_heads=4, d_ff=24,
+                        n_layers=n_layers, norm=norm, rng=np.random.default_rng(seed))
 
 
 def batch(seed=1, shape=(4, 6)):
@@ -95,7 +101,7 @@ def test_block_norms_reject_bad_input():
         block_gradient_norms(model, tokens, targets, names=[])
     with pytest.raises(ValueError, match="shape of tokens"):
         block_gradient_norms(model, tokens, targets[:, :-1])
-    with pytest.raises(ValueError, match="integer token ids"):
+    with pytest.raises(TypeError, match="integer token ids"):
         block_gradient_norms(model, tokens.astype(float), targets)
     with pytest.raises(TypeError, match="EncoderModel"):
         block_gradient_norms(Linear(3, 2), tokens, targets)
@@ -117,6 +123,6 @@ def test_stream_scales_pre_ln_starts_at_the_embeddings_and_grows():
     assert scales[0] == pytest.approx(np.sqrt(x0.var(axis=-1).mean()))
     x = x0
     for block in model.blocks:
-        x, _ = block.forward(x)
+        x = block.forward(x)
     assert scales[-1] == pytest.approx(np.sqrt(x.var(axis=-1).mean()))
     assert scales[-1] > scales[0]  # the sub-layers' outputs add to the stream

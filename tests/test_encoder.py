@@ -36,7 +36,8 @@ def test_agrees_with_torch(norm, dtype, masked):
     x = np.random.default_rng(1).standard_normal((3, 7, 16)).astype(
         torch.empty(0, dtype=dtype).numpy().dtype)
     mask = causal_mask(7) if masked else None
-    y, weights = block.forward(x, mask=mask)
+    y = block.forward(x, mask=mask)
+    weights = block.attention.attention_weights
     assert y.shape == (3, 7, 16) and weights.shape == (3, 4, 7, 7) and y.dtype == x.dtype
     with torch.no_grad():
         expected = layer(torch.from_numpy(x),
@@ -55,7 +56,7 @@ def test_round_trip_is_exact(norm):
 
 def test_post_ln_outputs_are_normalised_per_token():
     block = EncoderBlock(16, 4, 32, norm="post", rng=np.random.default_rng(0))
-    y, _ = block.forward(np.random.default_rng(1).normal(3, 5, (2, 6, 16)))
+    y = block.forward(np.random.default_rng(1).normal(3, 5, (2, 6, 16)))
     np.testing.assert_allclose(y.mean(-1), 0.0, atol=1e-12)
     np.testing.assert_allclose(y.var(-1), 1.0, rtol=1e-4)  # eps = 1e-5 shrinks it slightly
 
@@ -69,11 +70,11 @@ def test_parameter_count():
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match='"post" or "pre"'):
+    with pytest.raises(ValueError, match="norm must be 'post' or 'pre', got 'middle'"):
         EncoderBlock(8, 2, 16, norm="middle")
     with pytest.raises(ValueError, match="not divisible"):
         EncoderBlock(10, 3, 16)
-    with pytest.raises(ValueError, match="x must have at least 2 axes"):
+    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., n, 8\)"):
         EncoderBlock(8, 2, 16).forward(np.zeros(8))
     with pytest.raises(TypeError, match="TransformerEncoderLayer"):
         EncoderBlock.from_torch(torch.nn.Linear(2, 2))

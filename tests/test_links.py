@@ -8,6 +8,8 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
+pytestmark = pytest.mark.site  # reads the built book in _build/html
+
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "_build" / "html"
 

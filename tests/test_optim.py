@@ -13,7 +13,8 @@ import scratchformer as sf
 
 def model_with_grads(seed=0):
     rng = np.random.default_rng(seed)
-    model = sf.EncoderModel(6, 6, 8, 2, 12, 2, rng=rng)
+    model = sf.EncoderModel(vocab_size=6, n_classes=6, d_model=8, n_heads=2, d_ff=12, n_layers=2,
+                            rng=rng)
     tokens = rng.integers(0, 6, (3, 5))
     _, d_logits = sf.cross_entropy(model.forward(tokens), tokens)
     model.backward(d_logits)
@@ -34,7 +35,7 @@ def test_adam_matches_torch_adamw_over_several_steps():
                                   lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     adam = sf.Adam(model, weight_decay=0.1)
     rng = np.random.default_rng(1)
-    for step, lr in enumerate([1e-3, 3e-3, 2e-3, 5e-4]):
+    for lr in [1e-3, 3e-3, 2e-3, 5e-4]:
         for name, owner, key in model.named_parameters():  # fresh gradients every step
             owner.grads[key] = rng.standard_normal(owner.params[key].shape)
             params[name].grad = torch.tensor(owner.grads[key])
@@ -48,7 +49,7 @@ def test_adam_matches_torch_adamw_over_several_steps():
 
 
 def test_adam_refuses_to_step_without_gradients():
-    model = sf.EncoderModel(4, 4, 4, 1, 4, 1)
+    model = sf.EncoderModel(vocab_size=4, n_classes=4, d_model=4, n_heads=1, d_ff=4, n_layers=1)
     with pytest.raises(RuntimeError, match="run backward"):
         sf.Adam(model).step(1e-3)
 

@@ -1,4 +1,5 @@
-"""Tests for scratchformer.plotting and scratchformer.display: what the figures and tables show."""
+"""Tests for scratchformer.book.plotting and scratchformer.book.display: what the figures and
+tables show."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from scratchformer import attention_heatmap, weights_table  # noqa: E402
+from scratchformer.book import attention_heatmap, weights_table  # noqa: E402
 
 TOKENS = ["the", "cat", "sat"]
 WEIGHTS = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [1 / 3, 1 / 3, 1 / 3]])
@@ -78,7 +79,7 @@ def test_weights_table_rejects_mismatched_labels():
 
 
 def test_attention_heads_draws_one_heatmap_per_head():
-    from scratchformer import attention_heads
+    from scratchformer.book import attention_heads
 
     weights = np.stack([WEIGHTS, WEIGHTS.T, np.eye(3)])  # (h, n, n)
     fig = attention_heads(weights, TOKENS, ncols=2, title="three heads")
@@ -93,7 +94,7 @@ def test_attention_heads_draws_one_heatmap_per_head():
 
 
 def test_attention_layers_draws_rows_of_heads():
-    from scratchformer import attention_layers
+    from scratchformer.book import attention_layers
 
     weights = np.stack([np.stack([WEIGHTS, WEIGHTS.T]), np.stack([np.eye(3), WEIGHTS])])
     fig = attention_layers(weights, ["layer 1", "layer 2"], TOKENS)
@@ -108,7 +109,7 @@ def test_attention_layers_draws_rows_of_heads():
 
 
 def test_curves_draws_each_series():
-    from scratchformer import curves
+    from scratchformer.book import curves
 
     x = np.array([1, 2, 4, 8])
     fig = curves(x, {"measured": x**2, "theory": x**2 + 1}, xlabel="d_k", ylabel="variance",
@@ -124,7 +125,7 @@ def test_curves_draws_each_series():
 
 
 def test_markdown_table():
-    from scratchformer import markdown_table
+    from scratchformer.book import markdown_table
 
     rows = [{"n": 512, "t": 0.01234}, {"n": 4096, "t": 1.5}]
     table = markdown_table(rows, [("n", "n", "{:d}"), ("time (ms)", "t", "{:.1f}")])
@@ -135,7 +136,7 @@ def test_markdown_table():
 
 
 def test_matrix_heatmap_is_centred_on_zero():
-    from scratchformer import matrix_heatmap
+    from scratchformer.book import matrix_heatmap
 
     values = np.array([[-0.5, 2.0], [1.0, 0.0]])
     fig = matrix_heatmap(values, xlabel="dimension", ylabel="position", title="PE")

@@ -63,7 +63,7 @@ def test_distinct_positions_get_distinct_codes():
 @pytest.mark.parametrize("call, error, message", [
     (lambda: positional_encoding(4, 7), ValueError, "even"),
     (lambda: rotation_matrix(1, 5), ValueError, "even"),
-    (lambda: positional_encoding(0, 8), ValueError, "at least 1"),
+    (lambda: positional_encoding(0, 8), ValueError, "n_positions must be a positive integer"),
     (lambda: positional_encoding(2.5, 8), TypeError, "integer"),
     (lambda: rotation_matrix(1, 8.0), TypeError, "integer"),
 ])

@@ -27,6 +27,8 @@ ORG, REPO = urlparse(REPOSITORY).path.strip("/").split("/")
 sys.path.insert(0, str(ROOT / "tools"))
 import notebooks  # noqa: E402  (tools/notebooks.py)
 
+pytestmark = pytest.mark.site  # reads the built book in _build/html
+
 CHAPTERS = [page.relative_to(ROOT).with_suffix("").as_posix() for page in notebooks.chapters()]
 
 
@@ -108,7 +110,7 @@ def test_the_launched_notebooks_are_written_for_every_chapter(tmp_path):
         notebook = nbformat.read(tmp_path / f"{page}.ipynb", as_version=4)
         nbformat.validate(notebook)
         first, *rest = notebook.cells
-        assert f"scratchformer @ git+{REPOSITORY}.git@0123abc" in first.source
+        assert f"scratchformer[book] @ git+{REPOSITORY}.git@0123abc" in first.source
         code = [cell for cell in rest if cell.cell_type == "code"]
         assert len(code) == (ROOT / f"{page}.md").read_text().count("```{code-cell}")
         assert all(not cell.outputs for cell in code)

@@ -1,11 +1,11 @@
-"""Tests for scratchformer.rnn: the influence of the first state on later ones."""
+"""Tests for scratchformer.book.rnn: the influence of the first state on later ones."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from scratchformer import rnn_influence
+from scratchformer.book import rnn_influence
 
 
 def make(d=6, d_in=3, T=12, gain=0.9, seed=0):

@@ -1,10 +1,10 @@
-"""Tests for scratchformer.timing (what is measured, not how fast anything is)."""
+"""Tests for scratchformer.book.timing (what is measured, not how fast anything is)."""
 
 from __future__ import annotations
 
 import pytest
 
-from scratchformer.timing import interleaved_medians
+from scratchformer.book.timing import interleaved_medians
 
 
 def test_every_candidate_runs_warmup_plus_repeats_times_in_rotating_order():
@@ -39,7 +39,7 @@ def test_bad_arguments(kwargs):
 def test_peak_allocated_sees_numpy_buffers():
     import numpy as np
 
-    from scratchformer.timing import peak_allocated
+    from scratchformer.book.timing import peak_allocated
 
     def temporary_then_small():
         big = np.ones(1_000_000)  # 8 MB, freed before returning

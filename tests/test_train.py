@@ -1,4 +1,5 @@
-"""Tests for scratchformer.train: tasks, held-out data, determinism, and the command line."""
+"""Tests for scratchformer.train and scratchformer.tasks: held-out data, determinism, a loop
+that takes any model and task, and the command line."""
 
 from __future__ import annotations
 
@@ -9,55 +10,90 @@ import sys
 import numpy as np
 import pytest
 
+import scratchformer as sf
 from scratchformer import train as tr
 
 SMALL = tr.TrainConfig(max_steps=120, eval_every=40, n_valid=100, n_test=100,
                        warmup_steps=40, target_accuracy=None)
+REVERSE = sf.LabellingTask()
 
 
 def test_targets():
     tokens = np.array([[3, 1, 2, 1]])
-    assert tr.make_targets("reverse", tokens).tolist() == [[1, 2, 1, 3]]
-    assert tr.make_targets("sort", tokens).tolist() == [[1, 1, 2, 3]]
-    with pytest.raises(ValueError, match="task"):
-        tr.make_targets("copy", tokens)
+    assert sf.LabellingTask(kind="reverse").targets(tokens).tolist() == [[1, 2, 1, 3]]
+    assert sf.LabellingTask(kind="sort").targets(tokens).tolist() == [[1, 1, 2, 3]]
+    with pytest.raises(ValueError, match="kind must be 'reverse' or 'sort', got 'copy'"):
+        sf.LabellingTask(kind="copy")
+    with pytest.raises(ValueError, match="task must be one of"):
+        tr.make_task("copy")
 
 
 def test_training_batches_never_contain_held_out_sequences():
-    rng = np.random.default_rng(0)
     # a tiny space (3**3 = 27 sequences) so that clashes are certain without the exclusion
-    held = tr._distinct_sequences(rng, 10, 3, 3)
-    assert len({tuple(row) for row in held}) == 10
-    numbers = np.sort(tr._numbers(held, 3))
-    batch = tr.sample_sequences(rng, 500, 3, 3, numbers)
-    held_rows = {tuple(row) for row in held}
-    assert not any(tuple(row) in held_rows for row in batch)
-    assert len({tuple(row) for row in batch}) == 27 - 10  # everything else does appear
+    task = sf.LabellingTask(length=3, vocab_size=3)
+    split = task.split(np.random.default_rng(0), n_valid=4, n_test=6)
+    held = [tuple(row) for part in (split.valid, split.test) for row in part[0]]
+    assert len(set(held)) == 10  # distinct, and valid and test disjoint
+    tokens, targets = task.sample(np.random.default_rng(1), 500, split.exclude)
+    assert not set(map(tuple, tokens)) & set(held)
+    assert len(set(map(tuple, tokens))) == 27 - 10  # everything else does appear
+    np.testing.assert_array_equal(targets, tokens[:, ::-1])
 
 
 def test_training_is_deterministic_and_learns():
-    first = tr.train(SMALL)
-    second = tr.train(SMALL)
+    first = tr.train(tr.book_model(REVERSE), REVERSE, SMALL)
+    second = tr.train(tr.book_model(REVERSE), REVERSE, SMALL)
     np.testing.assert_array_equal(first.history["loss"], second.history["loss"])
-    assert first.test_accuracy == second.test_accuracy
+    assert first.test == second.test
+    assert first.test.keys() == {"accuracy", "sequence_accuracy"}
     chance = np.log(10)  # the loss of guessing one of 10 digits uniformly
     assert first.history["loss"][:5].mean() > chance
     assert first.history["loss"][-5:].mean() < 0.5 * chance
-    other = tr.train(dataclasses.replace(SMALL, seed=1))
+    other = tr.train(tr.book_model(REVERSE, seed=1), REVERSE,
+                     dataclasses.replace(SMALL, seed=1))
     assert not np.array_equal(other.history["loss"], first.history["loss"])
+
+
+def test_the_loop_trains_the_model_it_is_given_on_the_task_it_is_given():
+    task = sf.LabellingTask(kind="sort", length=5, vocab_size=6)
+    model = sf.EncoderModel(vocab_size=6, n_classes=6, d_model=16, n_heads=2, d_ff=32,
+                            n_layers=1, norm="pre", rng=np.random.default_rng(3))
+    before = model.blocks[0].ffn.params["w_1"].copy()
+    result = tr.train(model, task, dataclasses.replace(SMALL, max_steps=40, eval_every=20,
+                                                        warmup_steps=10))
+    assert result.model is model and result.steps == 40
+    assert not np.array_equal(model.blocks[0].ffn.params["w_1"], before)  # trained in place
+    with pytest.raises(TypeError, match="model must be a scratchformer Layer"):
+        tr.train(object(), task, SMALL)
+    with pytest.raises(TypeError, match="task must be a scratchformer.tasks.Task"):
+        tr.train(model, "sort", SMALL)
+
+
+def test_evaluation_runs_in_inference_mode_and_leaves_nothing_saved():
+    model = tr.book_model(REVERSE)
+    split = REVERSE.split(np.random.default_rng(0), 20, 20)
+    scores = REVERSE.evaluate(model, split.test)
+    assert 0 <= scores["sequence_accuracy"] <= scores["accuracy"] <= 1
+    assert all(layer._saved is None for _, layer in model._tree())
+    with pytest.raises(RuntimeError, match="needs a forward pass first"):
+        model.backward(np.zeros((20, 10, 10)))
 
 
 def test_stops_at_the_target_accuracy():
     config = dataclasses.replace(SMALL, target_accuracy=0.0)  # reached at the first check
-    result = tr.train(config)
+    result = tr.train(tr.book_model(REVERSE), REVERSE, config)
     assert result.steps == config.eval_every
 
 
 def test_bad_configs_are_refused():
-    with pytest.raises(ValueError, match="task"):
-        tr.TrainConfig(task="copy")
     with pytest.raises(ValueError, match="2\\*\\*62"):
-        tr.TrainConfig(vocab_size=100, length=20)
+        sf.LabellingTask(vocab_size=100, length=20)
+    with pytest.raises(ValueError, match="half"):
+        sf.LabellingTask(length=3, vocab_size=3).split(np.random.default_rng(0), 10, 10)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        tr.TrainConfig(warmup_steps=10, max_steps=10)
+    with pytest.raises(TypeError, match="batch_size must be a positive integer"):
+        tr.TrainConfig(batch_size=6.4)
 
 
 def test_command_line_trains_the_book_model_to_99_percent():

@@ -30,7 +30,7 @@ import sys
 
 if importlib.util.find_spec("scratchformer") is None:
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
-                    "scratchformer @ git+{repository}.git@{ref}"], check=True)'''
+                    "scratchformer[book] @ git+{repository}.git@{ref}"], check=True)'''
 
 
 def chapters(root: Path = ROOT) -> list[Path]:

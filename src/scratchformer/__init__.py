@@ -1,7 +1,17 @@
 """scratchformer: the Transformer from first principles, in NumPy.
 
 The tested package behind the book *Transformer from First Principles*. Each module tells the
-chapter that derives it. Conventions used throughout:
+chapter that derives it. The package has two homes:
+
+- ``scratchformer`` itself, imported here: the model and its training (attention, layers,
+  blocks, models, losses, optimiser, tasks, the training loop, gradient checks). It imports
+  NumPy only.
+- ``scratchformer.book``: the book's tooling (figures, tables, timing, benchmarks,
+  diagnostics, the recurrent-network demonstration), the only place matplotlib is imported.
+
+``scratchformer.pytorch`` holds every conversion to and from PyTorch; it is imported only when
+asked for (``Layer.from_torch``, ``layer.to_torch()``), so ``import scratchformer`` never
+imports torch. Conventions used throughout:
 
 - arrays are batch-first, ``(..., n, d)``, and leading axes broadcast;
 - weights multiply from the right, ``y = x @ W + b`` with ``W`` of shape ``(d_in, d_out)``;
@@ -10,66 +20,54 @@ chapter that derives it. Conventions used throughout:
 """
 
 from .attention import attention_backward, causal_mask, scaled_dot_product_attention
-from .diagnostics import block_gradient_norms, gradient_norms, stream_scales
-from .display import markdown_table, weights_table
+from .config import EncoderConfig, ModelConfig
 from .encoder import EncoderBlock
 from .functional import softmax, softmax_backward, softmax_jacobian
-from .gradcheck import (gradient_pairs, numerical_gradient, randomize_parameters,
-                        relative_error, torch_gradients)
-from .layers import (Embedding, FeedForward, LayerNorm, Linear, layer_norm,
-                     layer_norm_backward)
+from .gradcheck import gradient_pairs, numerical_gradient, randomize_parameters, relative_error
+from .layers import Embedding, FeedForward, LayerNorm, Linear, layer_norm, layer_norm_backward
 from .model import EncoderModel, cross_entropy
 from .module import Layer
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
-from .plotting import (attention_heads, attention_heatmap, attention_layers, curves,
-                       matrix_heatmap)
 from .positional import positional_encoding, rotation_matrix
-from .rnn import rnn_influence
+from .tasks import LabellingTask, Split, Task
 from .tiled import tiled_attention
 
 __all__ = [
     "Adam",
     "Embedding",
     "EncoderBlock",
+    "EncoderConfig",
     "EncoderModel",
     "FeedForward",
+    "LabellingTask",
     "Layer",
     "LayerNorm",
     "Linear",
+    "ModelConfig",
     "MultiHeadAttention",
+    "Split",
+    "Task",
     "attention_backward",
-    "attention_heads",
-    "attention_heatmap",
-    "attention_layers",
-    "block_gradient_norms",
     "causal_mask",
     "clip_grad_norm",
     "cross_entropy",
-    "curves",
     "grad_norm",
-    "gradient_norms",
     "gradient_pairs",
     "layer_norm",
     "layer_norm_backward",
-    "markdown_table",
-    "matrix_heatmap",
     "merge_heads",
     "numerical_gradient",
     "positional_encoding",
     "randomize_parameters",
     "relative_error",
-    "rnn_influence",
     "rotation_matrix",
     "scaled_dot_product_attention",
     "softmax",
     "softmax_backward",
     "softmax_jacobian",
     "split_heads",
-    "stream_scales",
     "tiled_attention",
-    "torch_gradients",
     "warmup_cosine",
-    "weights_table",
 ]
 __version__ = "0.1.0"

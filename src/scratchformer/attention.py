@@ -7,11 +7,10 @@ builds this module step by step: scores, scaling, masking, softmax, the weighted
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
-from ._validation import as_float_array, require_finite, require_min_ndim
+from ._validation import as_float_array, positive_int, require_finite, require_min_ndim
 from .functional import softmax_backward, softmax_inplace
 
 __all__ = ["scaled_dot_product_attention", "attention_backward", "causal_mask",
@@ -199,26 +198,31 @@ def attention_backward(d_out, q, k, v, weights):
     return d_q, d_k, d_v
 
 
-def causal_mask(n):
-    """Boolean mask that lets token ``i`` attend to tokens ``0..i`` only.
+def causal_mask(n_q, n_k=None):
+    """Boolean mask that lets each query attend to its own position and the earlier ones.
 
     Parameters
     ----------
-    n : int
-        Number of tokens, at least 1.
+    n_q : int
+        Number of queries, at least 1.
+    n_k : int, optional
+        Number of keys, at least ``n_q``; default ``n_q``. The queries are the *last* ``n_q``
+        positions of the ``n_k``: after a prefix of ``n_k - n_q`` keys already seen (a KV
+        cache), query ``i`` sits at position ``n_k - n_q + i``.
 
     Returns
     -------
-    mask : ndarray of bool, shape (n, n)
-        True on and below the diagonal (key ``j <= i``), False above it (the future).
+    mask : ndarray of bool, shape (n_q, n_k)
+        True where key ``j <= n_k - n_q + i``: the square lower triangle for ``n_k = n_q``,
+        aligned bottom-right otherwise (PyTorch's ``is_causal=True`` aligns it top-left, which
+        is wrong for a cached prefix).
     """
-    try:
-        n = operator.index(n)
-    except TypeError:
-        raise TypeError(f"n must be an integer, got {type(n).__name__}") from None
-    if n < 1:
-        raise ValueError(f"n must be at least 1, got {n}")
-    return np.tri(n, dtype=bool)
+    n_q = positive_int(n_q, "n_q")
+    n_k = n_q if n_k is None else positive_int(n_k, "n_k")
+    if n_k < n_q:
+        raise ValueError(f"n_k={n_k} keys cannot follow n_q={n_q} queries: each query's own "
+                         "position is among the keys, so n_k >= n_q")
+    return np.tri(n_q, n_k, k=n_k - n_q, dtype=bool)
 
 
 def _as_mask(mask, scores_shape, dtype):

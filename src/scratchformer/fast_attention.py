@@ -119,7 +119,8 @@ def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
             i1 = min(i0 + bq, n_q)
             r = i1 - i0
             s = s_buf[:r]  # (r, n_k)
-            with np.errstate(over="ignore", invalid="ignore"):  # overflow shows up as +-inf, handled below
+            # overflow shows up as +-inf, handled below
+            with np.errstate(over="ignore", invalid="ignore"):
                 np.matmul(q[h][i0:i1], k_t, out=s)
             # exp into a second buffer (measured ~4% faster than in place); with weights
             # requested, straight into the weights array.

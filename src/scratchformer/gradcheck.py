@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["numerical_gradient", "relative_error", "gradient_pairs", "randomize_parameters",
-           "torch_gradients"]
+__all__ = ["numerical_gradient", "relative_error", "gradient_pairs", "randomize_parameters"]
 
 
 def numerical_gradient(f, x, eps=1e-5):
@@ -60,48 +59,52 @@ def relative_error(analytic, numeric):
     return float(np.linalg.norm(analytic - numeric) / scale)
 
 
-def _first(output):
-    """The main output of a layer's forward (layers with weights return ``(y, weights)``)."""
-    return output[0] if isinstance(output, tuple) else output
-
-
-def gradient_pairs(layer, x, rng, eps=1e-5):
+def gradient_pairs(layer, x, rng, eps=1e-5, **inputs):
     r"""Hand-written and finite-difference gradients of a layer, side by side.
 
-    For the input and every parameter. The scalar differentiated is
-    :math:`L = \langle \text{forward}(x), g\rangle` with a random :math:`g`,
-    which makes ``g`` the gradient fed to ``backward``: every output entry is
-    checked, with its own weight.
+    For every array input and every parameter. The scalar differentiated is
+    :math:`L = \langle \text{forward}(x, \dots), g\rangle` with a random
+    :math:`g`, which makes ``g`` the gradient fed to ``backward``: every output
+    entry is checked, with its own weight.
 
     Parameters
     ----------
     layer : Layer
         Parameters in float64.
     x : ndarray
-        The input: float64 (its gradient is checked as ``"x"``), or integer
-        token ids (not differentiated).
+        The first input: float64 (its gradient is checked as ``"x"``), or
+        integer token ids (not differentiated).
     rng : numpy.random.Generator
         Draws ``g``.
     eps : float, default 1e-5
+    **inputs
+        Further keyword arguments of ``forward``. Those whose name ends in
+        ``mask`` are passed as they are; the others are float64 arrays (a
+        ``context``, say), differentiated in order after ``x``, as
+        ``backward`` returns their gradients.
 
     Returns
     -------
     pairs : dict of str to (ndarray, ndarray)
-        ``(analytic, numeric)`` by name: ``"x"`` and the names of
-        ``Layer.named_parameters()``.
+        ``(analytic, numeric)`` by name: ``"x"``, the other inputs' names, and
+        the names of ``Layer.named_parameters()``.
     """
-    g = rng.standard_normal(_first(layer.forward(x)).shape)
-    d_x = layer.backward(g)
-    analytic = {} if d_x is None else {"x": d_x}
+    floating = np.issubdtype(np.asarray(x).dtype, np.floating)
+    arrays = {"x": x} if floating else {}  # token ids have no gradient
+    arrays |= {k: v for k, v in inputs.items() if not k.endswith("mask")}
+    g = rng.standard_normal(layer.forward(x, **inputs).shape)
+    d_inputs = layer.backward(g)  # one gradient per array input, in order
+    if len(arrays) == 1:
+        d_inputs = (d_inputs,)
+    analytic = dict(zip(arrays, d_inputs or (), strict=True))
     for name, owner, key in layer.named_parameters():
         analytic[name] = owner.grads[key].copy()
 
     def loss():
-        return float(np.vdot(_first(layer.forward(x)), g))
+        return float(np.vdot(layer.forward(x, **inputs), g))
 
-    numeric = {}
-    if d_x is not None:
-        numeric["x"] = numerical_gradient(loss, x, eps)
+    numeric = {name: numerical_gradient(loss, array, eps)
+               for name, array in arrays.items()}
     for name, owner, key in layer.named_parameters():
         numeric[name] = numerical_gradient(loss, owner.params[key], eps)
     return {name: (analytic[name], numeric[name]) for name in analytic}
@@ -124,34 +127,3 @@ def randomize_parameters(layer, rng, scale=0.5):
         owner.params[key][...] = rng.normal(0.0, scale, owner.params[key].shape)
         if key == "gamma":
             owner.params[key] += 1.0
-
-
-def torch_gradients(module, from_torch):
-    """PyTorch's gradients of ``module``, in the package's names and layouts.
-
-    Parameters
-    ----------
-    module : torch.nn.Module
-        After ``backward()``: every parameter has a ``.grad``.
-    from_torch : callable
-        The matching ``from_torch`` (e.g. ``EncoderBlock.from_torch``). It is applied to a copy
-        of ``module`` whose values are its gradients, so the conversion of the weights (splits,
-        transposes) is the one converting the gradients.
-
-    Returns
-    -------
-    dict of str to ndarray
-        Keyed like ``named_parameters()`` of the converted layer.
-    """
-    import copy
-
-    import torch
-
-    twin = copy.deepcopy(module)
-    with torch.no_grad():
-        for (name, p), q in zip(module.named_parameters(), twin.parameters()):
-            if p.grad is None:
-                raise ValueError(f"{name} has no gradient: call backward() first")
-            q.copy_(p.grad)
-    converted = from_torch(twin)
-    return {name: owner.params[key] for name, owner, key in converted.named_parameters()}

@@ -8,11 +8,19 @@ two; "Backpropagation through attention" (``book/backpropagation.md``) their bac
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
-from ._validation import as_float_array, require_finite
+from ._validation import (
+    as_float_array,
+    features,
+    floating_dtype,
+    generator,
+    non_negative_float,
+    positive_int,
+    require_finite,
+    token_ids,
+)
 from .module import Layer
 
 __all__ = ["layer_norm", "layer_norm_backward", "LayerNorm", "FeedForward", "Linear",
@@ -133,16 +141,6 @@ def _affine_grads(x, d_y):
     return x.reshape(-1, x.shape[-1]).T @ flat_dy, flat_dy.sum(axis=0)
 
 
-def _generator(rng):
-    """``rng``, or a generator seeded with 0 when it is None."""
-    if rng is None:
-        return np.random.default_rng(0)
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    return rng
-
-
 class LayerNorm(Layer):
     """Layer normalisation with learned ``gamma`` (ones) and ``beta`` (zeros).
 
@@ -154,21 +152,19 @@ class LayerNorm(Layer):
     """
 
     def __init__(self, d_model, *, eps=1e-5, dtype=np.float64):
-        d_model = operator.index(d_model)
-        self.eps = float(eps)
+        super().__init__()
+        d_model = positive_int(d_model, "d_model")
+        dtype = floating_dtype(dtype)
+        self.eps = non_negative_float(eps, "eps")
         self.params = {"gamma": np.ones(d_model, dtype=dtype),
                        "beta": np.zeros(d_model, dtype=dtype)}
 
     def forward(self, x):
         """``layer_norm(x, gamma, beta, eps)``; shape (..., d_model) in and out."""
         p = self.params
-        x = as_float_array(x, "x")
-        d_model = p["gamma"].shape[0]
-        if x.ndim < 1 or x.shape[-1] != d_model:
-            raise ValueError(f"x must have shape (..., {d_model}), got {x.shape}")
-        require_finite(x, "x")
+        x = features(x, p["gamma"].shape[0], "x")
         y, x_hat, inv_std = _layer_norm(x, p["gamma"], p["beta"], self.eps)
-        self._keep(x_hat=x_hat, inv_std=inv_std)
+        self._save(x_hat=x_hat, inv_std=inv_std)
         return y
 
     def backward(self, d_y):
@@ -182,9 +178,9 @@ class LayerNorm(Layer):
         -------
         d_x : ndarray, shape (..., d_model)
         """
-        cache = self._take()
+        saved = self._saved_for_backward()
         d_x, d_gamma, d_beta = layer_norm_backward(
-            d_y, cache["x_hat"], cache["inv_std"], self.params["gamma"])
+            d_y, saved["x_hat"], saved["inv_std"], self.params["gamma"])
         self.grads = {"gamma": d_gamma, "beta": d_beta}
         return d_x
 
@@ -207,10 +203,9 @@ class FeedForward(Layer):
     """
 
     def __init__(self, d_model, d_ff, *, rng=None, dtype=np.float64):
-        d_model, d_ff = operator.index(d_model), operator.index(d_ff)
-        if d_model < 1 or d_ff < 1:
-            raise ValueError(f"d_model and d_ff must be positive, got {d_model}, {d_ff}")
-        rng = _generator(rng)
+        super().__init__()
+        d_model, d_ff = positive_int(d_model, "d_model"), positive_int(d_ff, "d_ff")
+        dtype, rng = floating_dtype(dtype), generator(rng)
         limit = math.sqrt(6.0 / (d_model + d_ff))
         self.params = {
             "w_1": rng.uniform(-limit, limit, (d_model, d_ff)).astype(dtype),
@@ -222,16 +217,12 @@ class FeedForward(Layer):
     def forward(self, x):
         """Apply the network to each token: (..., d_model) -> same shape."""
         p = self.params
-        x = as_float_array(x, "x")
-        if x.ndim < 1 or x.shape[-1] != p["w_1"].shape[0]:
-            raise ValueError(f"x must have shape (..., {p['w_1'].shape[0]}), "
-                             f"got {x.shape}")
-        require_finite(x, "x")
+        x = features(x, p["w_1"].shape[0], "x")
         # (..., d_model) @ (d_model, d_ff) -> (..., d_ff)
         hidden = x @ p["w_1"]
         hidden += p["b_1"]
         np.maximum(hidden, 0.0, out=hidden)  # ReLU
-        self._keep(x=x, hidden=hidden)
+        self._save(x=x, hidden=hidden)
         # (..., d_ff) @ (d_ff, d_model) -> (..., d_model)
         y = hidden @ p["w_2"]
         y += p["b_2"]
@@ -254,8 +245,8 @@ class FeedForward(Layer):
         :math:`dh = dy\,W_2^\top \odot [h > 0]`, :math:`dW_1 = x^\top dh`,
         :math:`dx = dh\,W_1^\top`, biases the column sums; sums run over every token.
         """
-        p, cache = self.params, self._take()
-        x, hidden = cache["x"], cache["hidden"]
+        p, saved = self.params, self._saved_for_backward()
+        x, hidden = saved["x"], saved["hidden"]
         d_hidden = d_y @ p["w_2"].T  # (..., d_model) @ (d_model, d_ff) -> (..., d_ff)
         d_hidden *= hidden > 0  # ReLU passes the gradient where it passed the input
         d_w_1, d_b_1 = _affine_grads(x, d_hidden)  # (d_model, d_ff), (d_ff,)
@@ -281,10 +272,9 @@ class Linear(Layer):
     """
 
     def __init__(self, d_in, d_out, *, rng=None, dtype=np.float64):
-        d_in, d_out = operator.index(d_in), operator.index(d_out)
-        if d_in < 1 or d_out < 1:
-            raise ValueError(f"d_in and d_out must be positive, got {d_in}, {d_out}")
-        rng = _generator(rng)
+        super().__init__()
+        d_in, d_out = positive_int(d_in, "d_in"), positive_int(d_out, "d_out")
+        dtype, rng = floating_dtype(dtype), generator(rng)
         limit = math.sqrt(6.0 / (d_in + d_out))
         self.params = {"w": rng.uniform(-limit, limit, (d_in, d_out)).astype(dtype),
                        "b": np.zeros(d_out, dtype=dtype)}
@@ -292,11 +282,8 @@ class Linear(Layer):
     def forward(self, x):
         """(..., d_in) -> (..., d_out)."""
         w = self.params["w"]
-        x = as_float_array(x, "x")
-        if x.ndim < 1 or x.shape[-1] != w.shape[0]:
-            raise ValueError(f"x must have shape (..., {w.shape[0]}), got {x.shape}")
-        require_finite(x, "x")
-        self._keep(x=x)
+        x = features(x, w.shape[0], "x")
+        self._save(x=x)
         y = x @ w  # (..., d_in) @ (d_in, d_out) -> (..., d_out)
         y += self.params["b"]
         return y
@@ -307,7 +294,7 @@ class Linear(Layer):
         ``dW = x^T dy`` and ``db`` the column sums of ``dy`` (over every token);
         returns ``dx = dy W^T``, shape (..., d_in).
         """
-        x = self._take()["x"]
+        x = self._saved_for_backward()["x"]
         w = self.params["w"]
         d_w, d_b = _affine_grads(x, d_y)  # (d_in, d_out), (d_out,)
         self.grads = {"w": d_w, "b": d_b}
@@ -337,28 +324,22 @@ class Embedding(Layer):
     """
 
     def __init__(self, vocab_size, d_model, *, rng=None, dtype=np.float64):
-        vocab_size, d_model = operator.index(vocab_size), operator.index(d_model)
-        if vocab_size < 1 or d_model < 1:
-            raise ValueError(f"vocab_size and d_model must be positive, got "
-                             f"{vocab_size}, {d_model}")
-        rng = _generator(rng)
+        super().__init__()
+        vocab_size = positive_int(vocab_size, "vocab_size")
+        d_model = positive_int(d_model, "d_model")
+        dtype, rng = floating_dtype(dtype), generator(rng)
         self.params = {"table": rng.standard_normal((vocab_size, d_model)).astype(dtype)}
 
     def forward(self, tokens):
         """Integer ids of any shape ``(...)`` -> vectors ``(..., d_model)``."""
-        tokens = np.asarray(tokens)
-        vocab_size = self.params["table"].shape[0]
-        if not np.issubdtype(tokens.dtype, np.integer):
-            raise TypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
-        if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab_size):
-            raise ValueError(f"token ids must lie in [0, {vocab_size}), got values from "
-                             f"{tokens.min()} to {tokens.max()}")
-        self._keep(tokens=tokens)
+        tokens = token_ids(tokens, self.params["table"].shape[0], min_ndim=0,
+                           allow_empty=True)
+        self._save(tokens=tokens)
         return self.params["table"][tokens]  # (..., d_model)
 
     def backward(self, d_y):
         """Sets ``grads["table"]``; returns None (token ids have no gradient)."""
-        tokens = self._take()["tokens"]
+        tokens = self._saved_for_backward()["tokens"]
         table = self.params["table"]
         d_table = np.zeros_like(table)
         np.add.at(d_table, tokens.reshape(-1), d_y.reshape(-1, table.shape[1]))

@@ -8,12 +8,14 @@ attention; "Backpropagation through attention" checks its gradients.
 
 from __future__ import annotations
 
-import operator
+import dataclasses
 
 import numpy as np
 
-from .encoder import NORMS, EncoderBlock
-from .layers import Embedding, LayerNorm, Linear, _generator
+from ._validation import floating_dtype, generator, token_ids
+from .config import EncoderConfig
+from .encoder import EncoderBlock
+from .layers import Embedding, LayerNorm, Linear
 from .module import Layer
 from .positional import positional_encoding
 
@@ -80,21 +82,22 @@ class EncoderModel(Layer):
 
     Parameters
     ----------
-    vocab_size : int
-        Number of token ids (inputs).
-    n_classes : int
-        Number of labels each position is classified into (outputs).
-    d_model, n_heads, d_ff, n_layers : int
-        Width, heads per block, feed-forward width, number of blocks.
+    vocab_size, n_classes, d_model, n_heads, d_ff, n_layers : int
+        Keyword-only, as every dimension of :class:`EncoderConfig`: token ids in, labels out,
+        width, heads per block, feed-forward width, number of blocks.
     norm : {"post", "pre"}, default "post"
         The blocks' layout; a pre-LN model also normalises the last block's output, as
         pre-LN models do (the residual stream is never normalised inside the blocks).
+    eps : float, default 1e-5
+        The layer norms' epsilon.
     rng : numpy.random.Generator, optional
         Source of every initial weight; default seeded with 0.
     dtype : floating dtype, default float64
 
     Attributes
     ----------
+    config : EncoderConfig
+        The dimensions, checked and frozen.
     embedding : Embedding
     blocks : list of EncoderBlock
     final_norm : LayerNorm or None
@@ -111,27 +114,33 @@ class EncoderModel(Layer):
     :doc:`Training a Transformer in NumPy </book/training>`.
     """
 
-    def __init__(self, vocab_size, n_classes, d_model, n_heads, d_ff, n_layers, *,
-                 norm="post", rng=None, dtype=np.float64):
-        if norm not in NORMS:
-            raise ValueError(f'norm must be "post" or "pre", got {norm!r}')
-        n_layers = operator.index(n_layers)
-        if n_layers < 1:
-            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
-        if d_model % 2:
-            raise ValueError(f"d_model must be even (sine-cosine pairs of the positional "
-                             f"encoding), got {d_model}")
-        rng = _generator(rng)
-        self.norm = norm
-        self.embedding = Embedding(vocab_size, d_model, rng=rng, dtype=dtype)
-        self.blocks = [EncoderBlock(d_model, n_heads, d_ff, norm=norm, rng=rng, dtype=dtype)
-                       for _ in range(n_layers)]
-        self.final_norm = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
-        self.head = Linear(d_model, n_classes, rng=rng, dtype=dtype)
+    def __init__(self, *, vocab_size, n_classes, d_model, n_heads, d_ff, n_layers,
+                 norm="post", eps=1e-5, rng=None, dtype=np.float64):
+        super().__init__()
+        c = EncoderConfig(vocab_size=vocab_size, n_classes=n_classes, d_model=d_model,
+                          n_heads=n_heads, d_ff=d_ff, n_layers=n_layers, norm=norm, eps=eps)
+        dtype, rng = floating_dtype(dtype), generator(rng)
+        self.config = c
+        self.embedding = Embedding(c.vocab_size, c.d_model, rng=rng, dtype=dtype)
+        self.blocks = [EncoderBlock(c.d_model, c.n_heads, c.d_ff, norm=c.norm, eps=c.eps,
+                                    rng=rng, dtype=dtype)
+                       for _ in range(c.n_layers)]
+        self.final_norm = None
+        if c.norm == "pre":
+            self.final_norm = LayerNorm(c.d_model, eps=c.eps, dtype=dtype)
+        self.head = Linear(c.d_model, c.n_classes, rng=rng, dtype=dtype)
 
     @property
     def d_model(self):
-        return self.embedding.params["table"].shape[1]
+        return self.config.d_model
+
+    @property
+    def norm(self):
+        return self.config.norm
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self.config).items())
+        return f"EncoderModel({fields})"
 
     def children(self):
         layers = {"embedding": self.embedding}
@@ -152,34 +161,29 @@ class EncoderModel(Layer):
         -------
         logits : ndarray, shape (..., n, n_classes)
         """
-        logits, _ = self._run(tokens)
-        return logits
+        tokens = token_ids(tokens, self.config.vocab_size)
+        x = self.embedding.forward(tokens)  # (..., n, d_model)
+        n = tokens.shape[-1]
+        pe = positional_encoding(n, self.d_model)  # (n, d_model)
+        x += pe.astype(x.dtype, copy=False)
+        for block in self.blocks:
+            x = block.forward(x)  # (..., n, d_model)
+        if self.final_norm is not None:
+            x = self.final_norm.forward(x)
+        return self.head.forward(x)
 
     def attention_weights(self, tokens):
-        """Run the model; return every block's attention weights.
+        """Run the model (saving for backward); return every block's attention weights.
 
         Returns
         -------
         weights : ndarray, shape (n_layers, ..., n_heads, n, n)
         """
-        _, weights = self._run(tokens)
-        return np.stack(weights)
-
-    def _run(self, tokens):
-        tokens = np.asarray(tokens)
-        if tokens.ndim < 1:
-            raise ValueError("tokens must have shape (..., n)")
-        x = self.embedding.forward(tokens)  # (..., n, d_model)
-        n = tokens.shape[-1]
-        pe = positional_encoding(n, self.d_model)  # (n, d_model)
-        x += pe.astype(x.dtype, copy=False)
-        weights = []
-        for block in self.blocks:
-            x, w = block.forward(x)  # (..., n, d_model), (..., h, n, n)
-            weights.append(w)
-        if self.final_norm is not None:
-            x = self.final_norm.forward(x)
-        return self.head.forward(x), weights
+        if not self.saves_for_backward:
+            raise RuntimeError("attention_weights runs the model outside inference(): "
+                               "inside it, attention forms no weights")
+        self.forward(tokens)
+        return np.stack([block.attention.attention_weights for block in self.blocks])
 
     def backward(self, d_logits):
         """Backpropagate the gradient of the logits of the last forward; sets every layer's
@@ -190,62 +194,3 @@ class EncoderModel(Layer):
         for block in reversed(self.blocks):
             d_x = block.backward(d_x)
         self.embedding.backward(d_x)  # the positional encoding is fixed: no gradient
-
-    @classmethod
-    def from_torch(cls, module):
-        """Copy a model made by :meth:`to_torch` (or one with its layout), exactly."""
-        from ._torch_model import TorchEncoderModel
-
-        if not isinstance(module, TorchEncoderModel):
-            raise TypeError(f"expected the module to_torch makes, got {type(module).__name__}")
-
-        def array(tensor):
-            return tensor.detach().cpu().numpy().copy()
-
-        model = cls.__new__(cls)
-        model.embedding = Embedding.__new__(Embedding)
-        model.embedding.params = {"table": array(module.embedding.weight)}
-        model.blocks = [EncoderBlock.from_torch(layer) for layer in module.blocks]
-        model.norm = model.blocks[0].norm
-        model.final_norm = None
-        if module.final_norm is not None:
-            model.final_norm = LayerNorm.__new__(LayerNorm)
-            model.final_norm.eps = float(module.final_norm.eps)
-            model.final_norm.params = {"gamma": array(module.final_norm.weight),
-                                       "beta": array(module.final_norm.bias)}
-        model.head = Linear.__new__(Linear)
-        model.head.params = {"w": array(module.head.weight).T.copy(),
-                             "b": array(module.head.bias)}
-        return model
-
-    def to_torch(self):
-        """The same model as a ``torch.nn.Module`` with these exact weights.
-
-        Its ``forward(tokens)`` takes a ``LongTensor`` of shape ``(..., n)``; its blocks are
-        ``nn.TransformerEncoderLayer`` (batch-first, dropout 0), its ``state_dict`` mirrors
-        ``named_parameters()`` in PyTorch's layouts. For the gradient checks and the
-        training-speed benchmark.
-        """
-        import torch
-
-        from ._torch_model import TorchEncoderModel
-
-        def tensor(array):
-            return torch.from_numpy(np.ascontiguousarray(array))
-
-        table = self.embedding.params["table"]
-        embedding = torch.nn.Embedding(*table.shape, dtype=tensor(table).dtype)
-        head = torch.nn.Linear(*self.head.params["w"].shape, dtype=tensor(table).dtype)
-        with torch.no_grad():
-            embedding.weight.copy_(tensor(table))
-            head.weight.copy_(tensor(self.head.params["w"].T))
-            head.bias.copy_(tensor(self.head.params["b"]))
-        final_norm = None
-        if self.final_norm is not None:
-            final_norm = torch.nn.LayerNorm(self.d_model, eps=self.final_norm.eps,
-                                            dtype=tensor(table).dtype)
-            with torch.no_grad():
-                final_norm.weight.copy_(tensor(self.final_norm.params["gamma"]))
-                final_norm.bias.copy_(tensor(self.final_norm.params["beta"]))
-        blocks = [block.to_torch().train() for block in self.blocks]
-        return TorchEncoderModel(embedding, blocks, final_norm, head)

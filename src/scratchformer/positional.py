@@ -7,9 +7,10 @@ shift of the position by ``k`` is a rotation of the encoding that depends on ``k
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
+
+from ._validation import positive_int
 
 __all__ = ["positional_encoding", "rotation_matrix", "frequencies"]
 
@@ -17,10 +18,7 @@ BASE = 10_000.0  # the wavelength scale of the original Transformer
 
 
 def _check_d_model(d_model):
-    try:
-        d_model = operator.index(d_model)
-    except TypeError:
-        raise TypeError(f"d_model must be an integer, got {d_model!r}") from None
+    d_model = positive_int(d_model, "d_model")
     if d_model < 2 or d_model % 2:
         raise ValueError(f"d_model must be even and at least 2 (sine-cosine pairs), "
                          f"got {d_model}")
@@ -69,13 +67,7 @@ def positional_encoding(n_positions, d_model):
     Derived in the chapter
     :doc:`Positional encoding </book/positional_encoding>`.
     """
-    try:
-        n_positions = operator.index(n_positions)
-    except TypeError:
-        raise TypeError(
-            f"n_positions must be an integer, got {n_positions!r}") from None
-    if n_positions < 1:
-        raise ValueError(f"n_positions must be at least 1, got {n_positions}")
+    n_positions = positive_int(n_positions, "n_positions")
     omega = frequencies(d_model)  # (d_model / 2,)
     # (n_positions, 1) * (d_model / 2,) -> (n_positions, d_model / 2)
     angles = np.arange(n_positions)[:, None] * omega

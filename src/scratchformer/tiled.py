@@ -8,10 +8,10 @@ FlashAttention.
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
+from ._validation import positive_int
 from .attention import _check_no_underflow, check_attention_inputs
 from .functional import check_no_overflow
 
@@ -45,10 +45,8 @@ def tiled_attention(q, k, v, mask=None, *, block_q=256, block_k=1024):
     at the end, :math:`o = a / \ell`. Proved equal to softmax attention in the
     chapter :doc:`Where attention breaks </book/failure_cases>`.
     """
-    block_q, block_k = operator.index(block_q), operator.index(block_k)
-    if block_q < 1 or block_k < 1:
-        raise ValueError(
-            f"block sizes must be positive, got {block_q}, {block_k}")
+    block_q = positive_int(block_q, "block_q")
+    block_k = positive_int(block_k, "block_k")
     q, k, v, mask = check_attention_inputs(q, k, v, mask)
     n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])

@@ -14,8 +14,9 @@ import math
 
 import numpy as np
 
-from .model import EncoderModel, cross_entropy
-from .positional import positional_encoding
+from .._validation import token_ids
+from ..model import EncoderModel, cross_entropy
+from ..positional import positional_encoding
 
 __all__ = ["BLOCK_WEIGHTS", "gradient_norms", "block_gradient_norms",
            "stream_scales"]
@@ -61,10 +62,7 @@ def _check_batch(model, tokens, targets=None):
     if not isinstance(model, EncoderModel):
         raise TypeError("model must be an EncoderModel, got "
                         f"{type(model).__name__}")
-    tokens = np.asarray(tokens)
-    if not np.issubdtype(tokens.dtype, np.integer) or tokens.ndim < 1:
-        raise ValueError("tokens must be integer token ids of shape (..., n), "
-                         f"got dtype {tokens.dtype} and shape {tokens.shape}")
+    tokens = token_ids(tokens, model.config.vocab_size)
     if targets is None:
         return tokens, None
     targets = np.asarray(targets)
@@ -145,11 +143,16 @@ def stream_scales(model, tokens):
     gradient by it.
     """
     tokens, _ = _check_batch(model, tokens)
+    with model.inference():
+        return _stream_scales(model, tokens)
+
+
+def _stream_scales(model, tokens):
     x = model.embedding.forward(tokens)  # (..., n, d_model)
     positions = positional_encoding(tokens.shape[-1], model.d_model)
     x = x + positions.astype(x.dtype, copy=False)  # (..., n, d_model)
     scales = [math.sqrt(float(x.var(axis=-1).mean()))]
     for block in model.blocks:
-        x, _ = block.forward(x)  # (..., n, d_model)
+        x = block.forward(x)  # (..., n, d_model)
         scales.append(math.sqrt(float(x.var(axis=-1).mean())))
     return np.array(scales)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .attention import scaled_dot_product_attention
-from .fast_attention import fast_attention_output
-from .multihead import MultiHeadAttention
-from .tiled import tiled_attention
+from ..attention import scaled_dot_product_attention
+from ..fast_attention import fast_attention_output
+from ..multihead import MultiHeadAttention
+from ..tiled import tiled_attention
 from .timing import interleaved_medians, peak_allocated
 
 __all__ = ["attention_forward_speed", "tiled_attention_speed", "training_step_speed"]
@@ -24,10 +24,10 @@ def attention_forward_speed(ns=(512, 2048, 4096), *, d_model=512, n_heads=8, rep
 
     Candidates, all with the same weights (copied from one ``torch.nn.MultiheadAttention``):
 
-    - ``numpy``: :meth:`MultiHeadAttention.output`, the output only (the analogue of
-      PyTorch's ``need_weights=False``);
-    - ``numpy+weights``: :meth:`MultiHeadAttention.forward`, which also returns the
-      ``(h, n, n)`` weights;
+    - ``numpy``: :meth:`MultiHeadAttention.forward` inside ``layer.inference()``, the output
+      only (the analogue of PyTorch's ``need_weights=False``);
+    - ``numpy+weights``: :meth:`MultiHeadAttention.forward` outside it, which also forms the
+      ``(h, n, n)`` weights (and keeps what ``backward`` needs);
     - ``torch MHA``: ``nn.MultiheadAttention(..., need_weights=False)``;
     - ``torch SDPA``: the same projections around ``F.scaled_dot_product_attention``.
 
@@ -61,8 +61,12 @@ def attention_forward_speed(ns=(512, 2048, 4096), *, d_model=512, n_heads=8, rep
                 merged = heads.transpose(1, 2).reshape(1, n, d_model)
                 return module.out_proj(merged)
 
+        def numpy_output():
+            with layer.inference():
+                return layer.forward(x)
+
         medians = interleaved_medians({
-            "numpy": lambda: layer.output(x),
+            "numpy": numpy_output,
             "numpy+weights": lambda: layer.forward(x),
             "torch MHA": torch_mha,
             "torch SDPA": torch_sdpa,
@@ -115,18 +119,20 @@ def tiled_attention_speed(ns=(4096, 8192, 16384), *, n_heads=8, d_k=64, repeats=
     return rows
 
 
-def training_step_speed(config=None, *, steps=20, repeats=5, seed=0):
+def training_step_speed(config=None, task=None, *, steps=20, repeats=5, seed=0):
     """Time training steps of the book's model in NumPy and the same model in PyTorch.
 
     Both start from the same float32 weights (:meth:`EncoderModel.to_torch`) and take
-    ``steps`` steps on the same batch of ``config`` (forward, cross-entropy, backward, gradient
-    clipping, AdamW with the same settings), on the CPU with the threads each library uses by
-    default; rounds are interleaved.
+    ``steps`` steps on the same batch (forward, cross-entropy, backward, gradient clipping,
+    AdamW with the same settings), on the CPU with the threads each library uses by default;
+    rounds are interleaved.
 
     Parameters
     ----------
     config : scratchformer.train.TrainConfig, optional
-        Model and batch shapes; default ``TrainConfig()``.
+        Batch size and optimiser settings; default ``TrainConfig()``.
+    task : scratchformer.LabellingTask, optional
+        Sequence length and vocabulary; default the book's reversal task.
     steps, repeats, seed : int
 
     Returns
@@ -136,15 +142,15 @@ def training_step_speed(config=None, *, steps=20, repeats=5, seed=0):
     """
     import torch
 
-    from .model import EncoderModel
-    from .optim import Adam
-    from .train import TrainConfig, make_targets, train_step
+    from ..optim import Adam
+    from ..tasks import LabellingTask
+    from ..train import TrainConfig, book_model, train_step
 
     c = TrainConfig() if config is None else config
+    task = LabellingTask() if task is None else task
     rng = np.random.default_rng(seed)
-    model = EncoderModel(c.vocab_size, c.vocab_size, c.d_model, c.n_heads, c.d_ff,
-                         c.n_layers, norm=c.norm, rng=rng, dtype=np.float32)
-    module = model.to_torch()
+    model = book_model(task, seed=seed)
+    module = model.to_torch().train()  # dropout 0: the same function, autograd on
     optimiser = Adam(model, weight_decay=c.weight_decay)
     parameters = list(module.parameters())
     decayed = [p for p in parameters if p.ndim >= 2]
@@ -153,20 +159,19 @@ def training_step_speed(config=None, *, steps=20, repeats=5, seed=0):
         [{"params": decayed, "weight_decay": c.weight_decay},
          {"params": others, "weight_decay": 0.0}],
         lr=c.peak_lr, betas=optimiser.betas, eps=optimiser.eps)
-    tokens = rng.integers(0, c.vocab_size, (c.batch_size, c.length))
-    targets = make_targets(c.task, tokens)
-    tokens_t = torch.from_numpy(tokens)
-    targets_t = torch.from_numpy(targets).reshape(-1)
+    batch = task.sample(rng, c.batch_size, np.empty(0, dtype=np.int64))
+    tokens_t = torch.from_numpy(batch[0])
+    targets_t = torch.from_numpy(batch[1]).reshape(-1)
     clip = 1.0 if c.clip_norm is None else c.clip_norm
 
     def numpy_steps():
         for _ in range(steps):
-            train_step(model, optimiser, tokens, targets, c.peak_lr, clip)
+            train_step(model, optimiser, task, batch, c.peak_lr, clip)
 
     def torch_steps():
         for _ in range(steps):
-            logits = module(tokens_t)  # (batch, n, vocab)
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, c.vocab_size),
+            logits = module(tokens_t)  # (batch, n, n_classes)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, task.n_classes),
                                                      targets_t)
             torch_optimiser.zero_grad(set_to_none=True)
             loss.backward()

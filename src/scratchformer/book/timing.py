@@ -55,7 +55,7 @@ def interleaved_medians(candidates: dict[str, Callable[[], object]], *, repeats:
 def peak_allocated(run: Callable[[], object]) -> tuple[int, object]:
     """Peak bytes allocated while ``run()`` executes, above what was allocated before.
 
-    Measured with :mod:`tracemalloc`, which sees NumPy's array buffers as well as Python
+    Measured with ``tracemalloc``, which sees NumPy's array buffers as well as Python
     objects. The peak includes the result if it is newly allocated.
 
     Returns

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_float_array, require_finite
+from .._validation import as_float_array, require_finite
 
 __all__ = ["rnn_influence"]
 

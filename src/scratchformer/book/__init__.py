@@ -1,0 +1,33 @@
+"""The book's tooling: what the chapters use to show, time and inspect the model.
+
+Figures (:mod:`~scratchformer.book.plotting`, the only module of the package that imports
+matplotlib), tables (:mod:`~scratchformer.book.display`), timing and memory measurements
+(:mod:`~scratchformer.book.timing`), the speed comparisons against PyTorch
+(:mod:`~scratchformer.book.benchmarks`), gradient diagnostics
+(:mod:`~scratchformer.book.diagnostics`) and the recurrent network of the first chapter
+(:mod:`~scratchformer.book.rnn`). None of it is needed to build or train a model; the chapters
+import it as ``from scratchformer import book as sfb``.
+"""
+
+from .diagnostics import BLOCK_WEIGHTS, block_gradient_norms, gradient_norms, stream_scales
+from .display import markdown_table, weights_table
+from .plotting import attention_heads, attention_heatmap, attention_layers, curves, matrix_heatmap
+from .rnn import rnn_influence
+from .timing import interleaved_medians, peak_allocated
+
+__all__ = [
+    "BLOCK_WEIGHTS",
+    "attention_heads",
+    "attention_heatmap",
+    "attention_layers",
+    "block_gradient_norms",
+    "curves",
+    "gradient_norms",
+    "interleaved_medians",
+    "markdown_table",
+    "matrix_heatmap",
+    "peak_allocated",
+    "rnn_influence",
+    "stream_scales",
+    "weights_table",
+]

@@ -1,0 +1,81 @@
+"""The dimensions of a model, checked once: the configurations the models are built from.
+
+A model takes its dimensions as keyword arguments (``EncoderModel(vocab_size=10, n_classes=10,
+d_model=64, n_heads=4, d_ff=128, n_layers=2)``), checks them by building its configuration, and
+keeps it as ``model.config``: a frozen dataclass, so ``type(model)(**dataclasses.asdict(
+model.config))`` builds an untrained twin. Every model extends :class:`ModelConfig` with what
+only it has (the encoder's number of output classes, for one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ._validation import choice, non_negative_float, positive_int
+
+__all__ = ["NORMS", "ModelConfig", "EncoderConfig"]
+
+#: Where a block's layer norms sit: after each residual addition (the original Transformer)
+#: or at the input of each sub-layer.
+NORMS = ("post", "pre")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """What every Transformer of the package shares.
+
+    Attributes
+    ----------
+    vocab_size : int
+        Number of token ids the model reads.
+    d_model : int
+        Width of the tokens.
+    n_heads : int
+        Heads per attention layer, dividing ``d_model``.
+    d_ff : int
+        Width of the feed-forward networks.
+    n_layers : int
+        Number of blocks.
+    norm : str
+        Where the layer norms sit, ``"post"`` (default) or ``"pre"``.
+    eps : float
+        The layer norms' epsilon, default ``1e-5``.
+    """
+
+    vocab_size: int
+    d_model: int
+    n_heads: int
+    d_ff: int
+    n_layers: int
+    norm: str = "post"
+    eps: float = 1e-5
+
+    def __post_init__(self):
+        for name in ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers"):
+            object.__setattr__(self, name, positive_int(getattr(self, name), name))
+        choice(self.norm, NORMS, "norm")
+        object.__setattr__(self, "eps", non_negative_float(self.eps, "eps"))
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by "
+                             f"n_heads={self.n_heads}: each head needs d_model / n_heads "
+                             "features")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EncoderConfig(ModelConfig):
+    """An encoder that labels every token: :class:`ModelConfig` and the number of labels.
+
+    Attributes
+    ----------
+    n_classes : int
+        Number of labels each position is classified into.
+    """
+
+    n_classes: int
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "n_classes", positive_int(self.n_classes, "n_classes"))
+        if self.d_model % 2:
+            raise ValueError(f"d_model must be even (sine-cosine pairs of the positional "
+                             f"encoding), got {self.d_model}")

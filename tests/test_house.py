@@ -1,0 +1,281 @@
+"""The package's house: what imports what, the Layer contract, and one set of argument checks.
+
+- ``import scratchformer`` loads NumPy only (no matplotlib, no torch), and the model trains on a
+  machine where matplotlib cannot be imported at all.
+- Every layer owns its parameters; sharing one array between two places is refused by name.
+- ``load_parameters`` checks names, shapes and values before changing anything.
+- Inside ``layer.inference()`` a forward keeps nothing (and attention forms no weights).
+- ``BAD_INPUTS``: the table of bad arguments tried, each with the error it gets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import scratchformer as sf
+from scratchformer.train import TrainConfig, book_model, train
+
+
+def run_python(code):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=300)
+
+
+# ---- what imports what -------------------------------------------------------------------
+
+def test_import_loads_neither_matplotlib_nor_torch():
+    completed = run_python("""
+        import sys
+        import scratchformer
+        import scratchformer.train, scratchformer.tasks, scratchformer.config
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("matplotlib", "torch"))
+        print(loaded)
+    """)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "[]"
+
+
+def test_the_model_trains_where_matplotlib_cannot_be_imported():
+    completed = run_python("""
+        import sys
+        sys.modules["matplotlib"] = None  # any import of matplotlib now raises ImportError
+        try:
+            import scratchformer.book
+        except ImportError:
+            print("book tooling needs matplotlib")
+        import numpy as np
+        import scratchformer as sf
+        from scratchformer.train import TrainConfig, book_model, train
+        task = sf.LabellingTask(length=5)
+        config = TrainConfig(max_steps=30, warmup_steps=5, eval_every=30, n_valid=50,
+                             n_test=50, target_accuracy=None)
+        result = train(book_model(task), task, config)
+        assert result.steps == 30 and np.isfinite(result.history["loss"]).all()
+        print("trained", result.history["loss"][0] > result.history["loss"][-1])
+    """)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split("\n")[:2] == ["book tooling needs matplotlib", "trained True"]
+
+
+def test_matplotlib_is_imported_by_the_book_tooling_only():
+    completed = run_python("""
+        import sys
+        import scratchformer.book
+        print("matplotlib" in sys.modules, "torch" in sys.modules)
+    """)
+    assert completed.stdout.split() == ["True", "False"], completed.stderr
+
+
+# ---- parameters: owned, never shared -------------------------------------------------------
+
+def test_every_layer_owns_its_parameters():
+    block, model = sf.EncoderBlock(8, 2, 16), sf.EncoderModel(
+        vocab_size=5, n_classes=5, d_model=8, n_heads=2, d_ff=16, n_layers=1)
+    block.params["x"] = np.zeros(3)  # a composite layer's own dict, and only its own
+    names = [name for name, _, _ in model.named_parameters()]
+    assert "x" not in names and "blocks.0.x" not in names
+    assert sf.Layer().params == {} and sf.Layer().params is not sf.Layer().params
+
+
+def test_a_shared_parameter_is_refused_by_name():
+    model = sf.EncoderModel(vocab_size=6, n_classes=6, d_model=8, n_heads=2, d_ff=16,
+                            n_layers=1)
+    model.head.params["w"] = model.embedding.params["table"].T  # a tied head: a view
+    with pytest.raises(ValueError, match="embedding.table and head.w share memory"):
+        list(model.named_parameters())
+    with pytest.raises(ValueError, match="share memory"):
+        sf.Adam(model)
+
+
+def test_a_layer_used_twice_is_refused():
+    model = sf.EncoderModel(vocab_size=6, n_classes=6, d_model=8, n_heads=2, d_ff=16,
+                            n_layers=2)
+    model.blocks[1] = model.blocks[0]
+    with pytest.raises(ValueError, match="blocks.0.attention.w_q and blocks.1.attention.w_q"):
+        _ = model.num_parameters
+
+
+def test_load_parameters_checks_everything_before_changing_anything():
+    layer = sf.Linear(3, 2)
+    before = {k: v.copy() for k, v in layer.params.items()}
+    good = {"w": np.ones((3, 2)), "b": np.arange(2)}
+    for values, error, message in [
+        ({"w": np.ones((3, 2))}, ValueError, r"missing \['b'\]"),
+        (good | {"c": 1.0}, ValueError, r"unexpected \['c'\]"),
+        (good | {"w": np.ones((2, 3))}, ValueError, r"w must have shape \(3, 2\)"),
+        (good | {"b": [0.0, np.nan]}, ValueError, "b must be finite"),
+        (good | {"b": np.array(["a", "b"])}, TypeError, "b must be real"),
+    ]:
+        with pytest.raises(error, match=message):
+            layer.load_parameters(values)
+        assert all(np.array_equal(layer.params[k], before[k]) for k in before)
+    layer.load_parameters(good)
+    assert layer.params["b"].dtype == np.float64 and layer.params["b"].tolist() == [0.0, 1.0]
+    assert not np.shares_memory(layer.params["w"], good["w"])  # a copy
+
+
+# ---- inference mode ---------------------------------------------------------------------
+
+def test_inference_keeps_nothing_and_computes_the_same_function():
+    rng = np.random.default_rng(0)
+    model = sf.EncoderModel(vocab_size=7, n_classes=3, d_model=8, n_heads=2, d_ff=16,
+                            n_layers=2, norm="pre", rng=rng)
+    tokens = rng.integers(0, 7, (4, 9))
+    logits = model.forward(tokens)
+    with model.inference() as same:
+        assert same is model
+        np.testing.assert_allclose(model.forward(tokens), logits, rtol=0, atol=1e-12)
+        assert all(layer._saved is None for _, layer in model._tree())
+        assert model.blocks[0].attention.attention_weights is None
+        with pytest.raises(RuntimeError, match="outside inference"):
+            model.backward(np.zeros_like(logits))
+    model.forward(tokens)  # saving again after the block
+    model.backward(np.zeros_like(logits))
+
+
+def test_inference_mode_is_restored_when_the_block_raises():
+    layer = sf.FeedForward(4, 8)
+    with pytest.raises(ValueError), layer.inference():
+        layer.forward(np.zeros((2, 5)))  # the wrong width
+    assert layer.saves_for_backward
+    layer.forward(np.zeros((2, 4)))
+    layer.backward(np.ones((2, 4)))
+
+
+def test_long_sequences_in_inference_never_form_the_weights():
+    layer = sf.MultiHeadAttention(16, 2, rng=np.random.default_rng(1))
+    x = np.random.default_rng(2).standard_normal((1, 80, 16))  # 80 * 80 > the short path
+    with_weights = layer.forward(x, mask=sf.causal_mask(80))
+    with layer.inference():
+        without = layer.forward(x, mask=sf.causal_mask(80))
+    np.testing.assert_allclose(without, with_weights, rtol=0, atol=1e-12)
+
+
+# ---- configurations ----------------------------------------------------------------------
+
+def test_the_model_keeps_its_configuration_frozen_and_can_be_rebuilt_from_it():
+    model = book_model(sf.LabellingTask(kind="sort"), norm="pre", n_layers=3)
+    assert model.config == sf.EncoderConfig(vocab_size=10, n_classes=10, d_model=64,
+                                            n_heads=4, d_ff=128, n_layers=3, norm="pre")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        model.config.d_model = 32
+    twin = sf.EncoderModel(**dataclasses.asdict(model.config))
+    assert twin.num_parameters == model.num_parameters
+    assert repr(model) == ("EncoderModel(vocab_size=10, d_model=64, n_heads=4, d_ff=128, "
+                           "n_layers=3, norm='pre', eps=1e-05, n_classes=10)")
+    with pytest.raises(TypeError):
+        sf.EncoderModel(10, 10, 64, 4, 128, 2)  # dimensions are keyword-only
+
+
+def test_the_training_loop_is_the_same_for_any_model_and_task():
+    task = sf.LabellingTask(length=4, vocab_size=5)
+    config = TrainConfig(max_steps=20, warmup_steps=2, eval_every=10, n_valid=20, n_test=20,
+                         target_accuracy=None)
+    model = sf.EncoderModel(vocab_size=5, n_classes=5, d_model=8, n_heads=1, d_ff=8,
+                            n_layers=1)
+    assert train(model, task, config).steps == 20
+
+
+# ---- one set of argument checks: the table of bad inputs -----------------------------------
+
+def _mha_forward(x, **kwargs):
+    return lambda: sf.MultiHeadAttention(8, 2).forward(x, **kwargs)
+
+
+BAD_INPUTS = [
+    # (what, call, error, message)
+    ("Linear: a float size", lambda: sf.Linear(4.0, 3), TypeError,
+     "d_in must be a positive integer, got 4.0"),
+    ("Linear: a bool size", lambda: sf.Linear(True, 3), TypeError,
+     "d_in must be a positive integer, got the bool True"),
+    ("Linear: size 0", lambda: sf.Linear(4, 0), ValueError,
+     "d_out must be a positive integer, got 0"),
+    ("Linear: integer weights", lambda: sf.Linear(4, 3, dtype=np.int32), TypeError,
+     "dtype must be a floating dtype.*got int32"),
+    ("FeedForward: integer weights", lambda: sf.FeedForward(4, 8, dtype=np.int32),
+     TypeError, "dtype must be a floating dtype"),
+    ("FeedForward: negative width", lambda: sf.FeedForward(4, -8), ValueError,
+     "d_ff must be a positive integer, got -8"),
+    ("LayerNorm: width 0", lambda: sf.LayerNorm(0), ValueError,
+     "d_model must be a positive integer, got 0"),
+    ("LayerNorm: a float width", lambda: sf.LayerNorm(4.0), TypeError,
+     "d_model must be a positive integer, got 4.0"),
+    ("LayerNorm: a negative eps", lambda: sf.LayerNorm(4, eps=-1e-5), ValueError,
+     "eps must be finite and non-negative"),
+    ("Embedding: a float vocabulary", lambda: sf.Embedding(5.5, 4), TypeError,
+     "vocab_size must be a positive integer"),
+    ("Embedding: a string dtype", lambda: sf.Embedding(5, 4, dtype="U3"), TypeError,
+     "dtype must be a floating dtype"),
+    ("MultiHeadAttention: heads do not divide", lambda: sf.MultiHeadAttention(10, 3),
+     ValueError, "d_model=10 is not divisible by n_heads=3"),
+    ("MultiHeadAttention: integer weights", lambda: sf.MultiHeadAttention(8, 2,
+                                                                         dtype=int),
+     TypeError, "dtype must be a floating dtype"),
+    ("MultiHeadAttention: rng a seed", lambda: sf.MultiHeadAttention(8, 2, rng=0),
+     TypeError, "rng must be a numpy.random.Generator, got int"),
+    ("EncoderBlock: a float d_ff", lambda: sf.EncoderBlock(8, 2, 16.0), TypeError,
+     "d_ff must be a positive integer, got 16.0"),
+    ("EncoderBlock: unknown norm", lambda: sf.EncoderBlock(8, 2, 16, norm="mid"),
+     ValueError, "norm must be 'post' or 'pre', got 'mid'"),
+    ("EncoderModel: 0 layers", lambda: sf.EncoderModel(
+        vocab_size=5, n_classes=5, d_model=8, n_heads=2, d_ff=8, n_layers=0), ValueError,
+     "n_layers must be a positive integer, got 0"),
+    ("EncoderModel: odd width", lambda: sf.EncoderModel(
+        vocab_size=5, n_classes=5, d_model=9, n_heads=3, d_ff=8, n_layers=1), ValueError,
+     "d_model must be even"),
+    ("EncoderModel: a missing dimension", lambda: sf.EncoderModel(
+        vocab_size=5, d_model=8, n_heads=2, d_ff=8, n_layers=1), TypeError,
+     "n_classes"),
+    ("Linear.forward: wrong width", lambda: sf.Linear(4, 3).forward(np.zeros((2, 5))),
+     ValueError, r"x must have shape \(\.\.\., 4\), got shape \(2, 5\)"),
+    ("LayerNorm.forward: NaN", lambda: sf.LayerNorm(3).forward([[0.0, np.nan, 1.0]]),
+     ValueError, "x must be finite, but 1 of its entries are NaN or infinite"),
+    ("FeedForward.forward: complex", lambda: sf.FeedForward(2, 2).forward(np.ones(2, complex)),
+     TypeError, "x must have a real floating or integer dtype, got dtype complex128"),
+    ("MultiHeadAttention.forward: one axis", _mha_forward(np.zeros(8)), ValueError,
+     r"x must have shape \(\.\.\., n_q, 8\), got shape \(8,\)"),
+    ("MultiHeadAttention.forward: context width", _mha_forward(
+        np.zeros((3, 8)), context=np.zeros((4, 6))), ValueError,
+     r"context must have shape \(\.\.\., n_k, 8\), got shape \(4, 6\)"),
+    ("MultiHeadAttention.forward: mask shape", _mha_forward(
+        np.zeros((3, 8)), mask=np.ones((3, 4), bool)), ValueError,
+     r"mask of shape \(3, 4\) does not broadcast"),
+    ("Embedding.forward: float ids", lambda: sf.Embedding(5, 4).forward([1.0, 2.0]),
+     TypeError, "tokens must be integer token ids, got dtype float64"),
+    ("Embedding.forward: bool ids", lambda: sf.Embedding(5, 4).forward([True]),
+     TypeError, "tokens must be integer token ids, got dtype bool"),
+    ("Embedding.forward: id outside", lambda: sf.Embedding(5, 4).forward([0, 5]),
+     ValueError, r"tokens must lie in \[0, 5\) \(the vocabulary\), got values from 0 to 5"),
+    ("EncoderModel.forward: negative id", lambda: book_model(sf.LabellingTask()).forward(
+        [[0, -1]]), ValueError, r"tokens must lie in \[0, 10\)"),
+    ("EncoderModel.forward: empty sequence", lambda: book_model(sf.LabellingTask()).forward(
+        np.zeros((2, 0), int)), ValueError, "at least one token per sequence"),
+    ("EncoderModel.forward: a scalar", lambda: book_model(sf.LabellingTask()).forward(3),
+     ValueError, "tokens must have at least 1 axes"),
+    ("causal_mask: fewer keys than queries", lambda: sf.causal_mask(4, 3), ValueError,
+     "n_k=3 keys cannot follow n_q=4 queries"),
+    ("causal_mask: a float", lambda: sf.causal_mask(2.0), TypeError,
+     "n_q must be a positive integer, got 2.0"),
+    ("LabellingTask: unknown kind", lambda: sf.LabellingTask(kind="copy"), ValueError,
+     "kind must be 'reverse' or 'sort', got 'copy'"),
+    ("TrainConfig: float batch", lambda: TrainConfig(batch_size=6.4), TypeError,
+     "batch_size must be a positive integer, got 6.4"),
+    ("train: not a model", lambda: train("model", sf.LabellingTask()), TypeError,
+     "model must be a scratchformer Layer"),
+    ("load_parameters: a wrong shape", lambda: sf.LayerNorm(3).load_parameters(
+        {"gamma": np.ones(4), "beta": np.zeros(3)}), ValueError,
+     r"gamma must have shape \(3,\), got \(4,\)"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", [row[1:] for row in BAD_INPUTS],
+                         ids=[row[0] for row in BAD_INPUTS])
+def test_bad_input_gets_a_clear_error(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

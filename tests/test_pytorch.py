@@ -1,0 +1,95 @@
+"""scratchformer.pytorch: every conversion, both ways, for every layer with a PyTorch twin.
+
+For each pair: ``from_torch(to_torch(layer))`` gives back the parameters bit for bit, the two
+compute the same function (float64, 1e-12), and ``torch_gradients`` reads autograd's gradients
+in the package's names, equal to the layer's own backward pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import scratchformer as sf
+from scratchformer.pytorch import TorchEncoderModel, from_torch, to_torch, torch_gradients
+
+
+def _layers():
+    rng = np.random.default_rng(0)
+    yield "LayerNorm", sf.LayerNorm(6, eps=1e-6), "x"
+    yield "Linear", sf.Linear(6, 4, rng=rng), "x"
+    yield "FeedForward", sf.FeedForward(6, 10, rng=rng), "x"
+    yield "Embedding", sf.Embedding(9, 6, rng=rng), "tokens"
+    yield "MultiHeadAttention", sf.MultiHeadAttention(6, 2, rng=rng), "x"
+    yield "EncoderBlock", sf.EncoderBlock(6, 3, 10, norm="pre", rng=rng), "x"
+    yield "EncoderModel", sf.EncoderModel(vocab_size=9, n_classes=5, d_model=6, n_heads=2,
+                                          d_ff=10, n_layers=2, rng=rng), "tokens"
+
+
+LAYERS = list(_layers())
+
+
+def _call(module, tensor):
+    if isinstance(module, torch.nn.MultiheadAttention):
+        return module(tensor, tensor, tensor, need_weights=False)[0]
+    return module(tensor)
+
+
+@pytest.mark.parametrize("name, layer, kind", LAYERS, ids=[row[0] for row in LAYERS])
+def test_round_trip_function_and_gradients(name, layer, kind):
+    rng = np.random.default_rng(1)
+    sf.randomize_parameters(layer, rng)
+    module = to_torch(layer)
+    assert not module.training  # evaluation mode, dropout 0
+    back = from_torch(module)
+    assert type(back) is type(layer)
+    mine = {n: o.params[k] for n, o, k in layer.named_parameters()}
+    theirs = {n: o.params[k] for n, o, k in back.named_parameters()}
+    assert mine.keys() == theirs.keys()
+    assert all(np.array_equal(mine[n], theirs[n]) for n in mine)
+
+    x = rng.integers(0, 9, (2, 5)) if kind == "tokens" else rng.standard_normal((2, 5, 6))
+    y = layer.forward(x)
+    g = rng.standard_normal(y.shape)
+    layer.backward(g)
+    x_t = torch.from_numpy(x) if kind == "tokens" else torch.tensor(x, requires_grad=True)
+    y_t = _call(module.train(), x_t)
+    np.testing.assert_allclose(y, y_t.detach().numpy(), rtol=0, atol=1e-12)
+    (y_t * torch.from_numpy(g)).sum().backward()
+    expected = torch_gradients(module)
+    assert expected.keys() == mine.keys()
+    for n, owner, key in layer.named_parameters():
+        np.testing.assert_allclose(owner.grads[key], expected[n], rtol=0, atol=1e-10,
+                                   err_msg=n)
+
+
+def test_the_class_entry_points_go_through_the_one_module():
+    module = torch.nn.LayerNorm(4)
+    assert isinstance(sf.LayerNorm.from_torch(module), sf.LayerNorm)
+    with pytest.raises(TypeError, match="EncoderBlock.from_torch expects "
+                                        "torch.nn.TransformerEncoderLayer, got LayerNorm"):
+        sf.EncoderBlock.from_torch(module)
+    with pytest.raises(TypeError, match="no conversion from Conv1d"):
+        from_torch(torch.nn.Conv1d(2, 2, 1))
+    with pytest.raises(TypeError, match=r"no PyTorch counterpart for Layer \(no parameters\)"):
+        sf.Layer().to_torch()
+
+
+def test_conversions_refuse_what_they_cannot_represent():
+    with pytest.raises(ValueError, match="with a bias"):
+        from_torch(torch.nn.Linear(3, 2, bias=False))
+    with pytest.raises(ValueError, match="last axis"):
+        from_torch(torch.nn.LayerNorm((2, 3)))
+    model = sf.EncoderModel(vocab_size=5, n_classes=5, d_model=4, n_heads=1, d_ff=4,
+                            n_layers=1, norm="pre").to_torch()
+    broken = TorchEncoderModel(model.embedding, list(model.blocks), None, model.head)
+    with pytest.raises(ValueError, match="final norm exactly when"):
+        from_torch(broken)
+
+
+def test_float32_converts_to_float32():
+    layer = sf.FeedForward(4, 8, dtype=np.float32)
+    module = to_torch(layer)
+    assert module[0].weight.dtype == torch.float32
+    assert from_torch(module).params["w_1"].dtype == np.float32
