@@ -9,7 +9,7 @@ INSTALL_KEY := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1
 READY := $(VENV)/.ready-$(INSTALL_KEY)
 PORT ?= 8000
 
-.PHONY: setup book test serve clean distclean
+.PHONY: setup book test unit lint serve clean distclean
 
 setup: $(READY)
 
@@ -38,8 +38,16 @@ $(AXE): tools/axe/package.json tools/axe/package-lock.json
 book: $(READY)
 	$(BIN)/python tools/build_book.py
 
-test: book $(LINT) $(AXE)
+test: lint book $(LINT) $(AXE)
 	$(BIN)/python -m pytest
+
+# The package's own tests, without building the book or opening a browser (about two minutes).
+unit: $(READY)
+	$(BIN)/python -m pytest -m "not build and not browser and not site"
+
+# ruff, configured in pyproject.toml, over the package, the tests, the tools and the benchmarks.
+lint: $(READY)
+	$(BIN)/ruff check .
 
 serve: book
 	@echo "Serving _build/html at http://localhost:$(PORT)/ (Ctrl-C stops)"
