@@ -2,9 +2,9 @@
 
 Every HTML page of ``_build/html`` is opened in headless Chromium in light and dark mode, at
 desktop width and at a 375 px phone width: nothing may be requested from another host, no
-request may fail, no console error may be logged, every image must load and describe itself,
-math must be typeset, the page body must not scroll sideways on a phone, and figures must stay
-readable in dark mode. These tests read ``_build/html``, which ``make test`` builds first; under
+request may fail, no console error may be logged, no script may throw, every image must load
+and describe itself, math must be typeset, the page body must not scroll sideways on a phone,
+and figures must stay readable in dark mode. These tests read ``_build/html``, which ``make test`` builds first; under
 CI they fail (rather than skip) when Chromium is missing.
 """
 
@@ -46,10 +46,14 @@ PAGES = site_pages()
 
 
 def visit(browser, site_url, path, viewport="desktop", scheme="light"):
-    """Open ``path``; return the page and what went wrong while loading it."""
+    """Open ``path``; return the page and what went wrong while loading it.
+
+    ``problems["pageerror"]`` collects the page's uncaught exceptions (a script that fails to
+    parse, or throws), which Chromium does not report as console errors.
+    """
     context = browser.new_context(viewport=VIEWPORTS[viewport], color_scheme=scheme)
     page = context.new_page()
-    problems = {"console": [], "failed": [], "foreign": []}
+    problems = {"console": [], "failed": [], "foreign": [], "pageerror": []}
     host = urlparse(site_url).netloc
 
     def on_request(request):
@@ -60,6 +64,7 @@ def visit(browser, site_url, path, viewport="desktop", scheme="light"):
     page.on("request", on_request)
     page.on("requestfailed", lambda request: problems["failed"].append(request.url))
     page.on("console", lambda msg: msg.type == "error" and problems["console"].append(msg.text))
+    page.on("pageerror", lambda error: problems["pageerror"].append(str(error)))
     page.route(lambda url: urlparse(url).netloc != host, lambda route: route.abort())
     page.goto(f"{site_url}/{path}", wait_until="networkidle")
     return page, problems
@@ -98,6 +103,7 @@ def test_page(browser, site_url, path, viewport, scheme):
     assert problems["foreign"] == [], "requests to other hosts"
     assert problems["failed"] == [], "failed requests"
     assert problems["console"] == [], "console errors"
+    assert problems["pageerror"] == [], "uncaught script errors"
     assert theme == scheme, f"the page did not follow the reader's {scheme} preference"
     for image in images:
         assert image["done"] and image["w"] > 0, f"image not loaded: {image['src']}"
@@ -155,3 +161,4 @@ def test_search_finds_a_chapter_by_a_word_in_it(browser, site_url):
         page.context.close()
     assert any(hit.split("#")[0].endswith("book/self_attention.html") for hit in hits), hits
     assert problems["foreign"] == [] and problems["failed"] == []
+    assert problems["pageerror"] == []
