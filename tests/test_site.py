@@ -4,8 +4,10 @@ Every HTML page of ``_build/html`` is opened in headless Chromium in light and d
 desktop width and at a 375 px phone width: nothing may be requested from another host, no
 request may fail, no console error may be logged, no script may throw, every image must load
 and describe itself, math must be typeset, the page body must not scroll sideways on a phone,
-and figures must stay readable in dark mode. These tests read ``_build/html``, which ``make test`` builds first; under
-CI they fail (rather than skip) when Chromium is missing.
+and figures must stay readable in dark mode. The sidebar toggles a reader taps must open the
+chapter list and the page's contents on a phone, and hide and show the chapter list on a
+desktop. These tests read ``_build/html``, which ``make test`` builds first; under CI they fail
+(rather than skip) when Chromium is missing.
 """
 
 from __future__ import annotations
