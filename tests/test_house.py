@@ -97,8 +97,41 @@ def test_a_layer_used_twice_is_refused():
     model = sf.EncoderModel(vocab_size=6, n_classes=6, d_model=8, n_heads=2, d_ff=16,
                             n_layers=2)
     model.blocks[1] = model.blocks[0]
-    with pytest.raises(ValueError, match="blocks.0.attention.w_q and blocks.1.attention.w_q"):
+    with pytest.raises(ValueError, match="the layer at blocks.1 appears twice"):
         _ = model.num_parameters
+
+
+def test_sharing_is_decided_by_memory_not_by_whose_view_an_array_is():
+    layer = sf.MultiHeadAttention(4, 2)
+    big = np.random.default_rng(0).standard_normal((4, 4, 4))
+    # disjoint slices of one buffer: no memory shared, so allowed
+    for name, part in zip(("w_q", "w_k", "w_v", "w_o"), big):
+        layer.params[name] = part
+    assert len(list(layer.named_parameters())) == 8
+    # aliases that are no ndarray view of each other are still caught
+    buffer = bytearray(np.zeros(16).tobytes())
+    layer.params["w_q"] = np.frombuffer(buffer).reshape(4, 4)
+    layer.params["w_k"] = np.frombuffer(buffer).reshape(4, 4)
+    with pytest.raises(ValueError, match="(w_q and w_k|w_k and w_q) share memory"):
+        list(layer.named_parameters())
+    layer.params["w_k"] = np.lib.stride_tricks.as_strided(layer.params["w_o"])
+    with pytest.raises(ValueError, match="w_k and w_o share memory|w_o and w_k share memory"):
+        list(layer.named_parameters())
+    # a column slice overlaps the bounds of another but shares no element: allowed
+    wide = np.zeros((4, 8))
+    layer.params["w_k"], layer.params["w_v"] = wide[:, :4], wide[:, 4:]
+    layer.params["w_q"], layer.params["w_o"] = np.zeros((4, 4)), np.zeros((4, 4))
+    assert len(list(layer.named_parameters())) == 8
+
+
+def test_the_sharing_check_runs_before_anything_is_touched():
+    model = sf.EncoderModel(vocab_size=6, n_classes=6, d_model=8, n_heads=2, d_ff=16,
+                            n_layers=1)
+    model.head.params["w"] = model.embedding.params["table"].T
+    before = model.embedding.params["table"].copy()
+    with pytest.raises(ValueError, match="share memory"):
+        sf.randomize_parameters(model, np.random.default_rng(0))
+    np.testing.assert_array_equal(model.embedding.params["table"], before)
 
 
 def test_load_parameters_checks_everything_before_changing_anything():
@@ -115,7 +148,11 @@ def test_load_parameters_checks_everything_before_changing_anything():
         with pytest.raises(error, match=message):
             layer.load_parameters(values)
         assert all(np.array_equal(layer.params[k], before[k]) for k in before)
+    layer.forward(np.ones((1, 3)))
+    layer.backward(np.ones((1, 2)))
+    assert layer.grads is not None
     layer.load_parameters(good)
+    assert layer.grads is None  # gradients of the old values are gone
     assert layer.params["b"].dtype == np.float64 and layer.params["b"].tolist() == [0.0, 1.0]
     assert not np.shares_memory(layer.params["w"], good["w"])  # a copy
 
@@ -148,13 +185,32 @@ def test_inference_mode_is_restored_when_the_block_raises():
     layer.backward(np.ones((2, 4)))
 
 
-def test_long_sequences_in_inference_never_form_the_weights():
+def test_long_sequences_in_inference_never_form_the_weights(monkeypatch):
+    import scratchformer.multihead as multihead
+
     layer = sf.MultiHeadAttention(16, 2, rng=np.random.default_rng(1))
     x = np.random.default_rng(2).standard_normal((1, 80, 16))  # 80 * 80 > the short path
     with_weights = layer.forward(x, mask=sf.causal_mask(80))
+    assert layer.attention_weights.shape == (1, 2, 80, 80)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a kernel that forms the weights was called")
+
+    monkeypatch.setattr(multihead, "fast_attention", refuse)
+    monkeypatch.setattr(multihead, "attention_kernel", refuse)
     with layer.inference():
         without = layer.forward(x, mask=sf.causal_mask(80))
+        assert layer.attention_weights is None
     np.testing.assert_allclose(without, with_weights, rtol=0, atol=1e-12)
+
+
+def test_inference_contexts_nest():
+    layer = sf.Linear(2, 2)
+    with layer.inference():
+        with layer.inference():
+            assert not layer.saves_for_backward
+        assert not layer.saves_for_backward  # the outer block is still inferring
+    assert layer.saves_for_backward
 
 
 # ---- configurations ----------------------------------------------------------------------
@@ -183,6 +239,11 @@ def test_the_training_loop_is_the_same_for_any_model_and_task():
 
 
 # ---- one set of argument checks: the table of bad inputs -----------------------------------
+
+def _backward_of(layer, x, d_out):
+    layer.forward(x)
+    return layer.backward(d_out)
+
 
 def _mha_forward(x, **kwargs):
     return lambda: sf.MultiHeadAttention(8, 2).forward(x, **kwargs)
@@ -268,6 +329,9 @@ BAD_INPUTS = [
      "batch_size must be a positive integer, got 6.4"),
     ("train: not a model", lambda: train("model", sf.LabellingTask()), TypeError,
      "model must be a scratchformer Layer"),
+    ("MultiHeadAttention.backward: d_out of another shape", lambda: _backward_of(
+        sf.MultiHeadAttention(4, 2), np.zeros((2, 3, 4)), np.ones((3, 4))), ValueError,
+     r"d_out must have the output's shape \(2, 3, 4\), got \(3, 4\)"),
     ("load_parameters: a wrong shape", lambda: sf.LayerNorm(3).load_parameters(
         {"gamma": np.ones(4), "beta": np.zeros(3)}), ValueError,
      r"gamma must have shape \(3,\), got \(4,\)"),

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
+pytestmark = pytest.mark.site  # reads the built book in _build/html
+
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "_build" / "html"
 # Every page of the built site but the bare redirect index.html, which has no scripts.

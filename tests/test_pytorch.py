@@ -22,9 +22,12 @@ def _layers():
     yield "FeedForward", sf.FeedForward(6, 10, rng=rng), "x"
     yield "Embedding", sf.Embedding(9, 6, rng=rng), "tokens"
     yield "MultiHeadAttention", sf.MultiHeadAttention(6, 2, rng=rng), "x"
-    yield "EncoderBlock", sf.EncoderBlock(6, 3, 10, norm="pre", rng=rng), "x"
-    yield "EncoderModel", sf.EncoderModel(vocab_size=9, n_classes=5, d_model=6, n_heads=2,
-                                          d_ff=10, n_layers=2, rng=rng), "tokens"
+    yield "MultiHeadAttention-no-bias", sf.MultiHeadAttention(6, 3, bias=False, rng=rng), "x"
+    for norm in ("post", "pre"):
+        yield f"EncoderBlock-{norm}", sf.EncoderBlock(6, 3, 10, norm=norm, rng=rng), "x"
+        yield f"EncoderModel-{norm}", sf.EncoderModel(
+            vocab_size=9, n_classes=5, d_model=6, n_heads=2, d_ff=10, n_layers=2, norm=norm,
+            rng=rng), "tokens"
 
 
 LAYERS = list(_layers())
@@ -86,6 +89,46 @@ def test_conversions_refuse_what_they_cannot_represent():
     broken = TorchEncoderModel(model.embedding, list(model.blocks), None, model.head)
     with pytest.raises(ValueError, match="final norm exactly when"):
         from_torch(broken)
+
+
+def test_a_model_whose_blocks_differ_is_refused():
+    two = sf.EncoderModel(vocab_size=5, n_classes=5, d_model=8, n_heads=2, d_ff=8,
+                          n_layers=2).to_torch()
+    four = sf.EncoderBlock(8, 4, 8).to_torch()  # the same shapes, other heads
+    mixed = TorchEncoderModel(two.embedding, [two.blocks[0], four], None, two.head)
+    with pytest.raises(ValueError, match="block 1 differs from block 0"):
+        from_torch(mixed)
+
+
+def test_modules_without_a_counterpart_get_the_list_of_what_converts():
+    with pytest.raises(TypeError, match="no conversion from ReLU; supported"):
+        from_torch(torch.nn.ReLU())
+    no_bias = torch.nn.Sequential(torch.nn.Linear(4, 8, bias=False), torch.nn.ReLU(),
+                                  torch.nn.Linear(8, 4))
+    with pytest.raises(ValueError, match="have biases"):
+        from_torch(no_bias)
+
+
+def test_cross_attention_on_the_long_path_against_autograd():
+    """n_q * n_k above the short path's limit: the blocked kernel, then backward."""
+    rng = np.random.default_rng(3)
+    layer = sf.MultiHeadAttention(8, 2, rng=rng)
+    sf.randomize_parameters(layer, rng)
+    x, context = rng.standard_normal((2, 70, 8)), rng.standard_normal((2, 90, 8))
+    mask = sf.causal_mask(70, 90)
+    g = rng.standard_normal(x.shape)
+    layer.forward(x, mask=mask, context=context)
+    d_x, d_context = layer.backward(g)
+    module = to_torch(layer)
+    x_t = torch.tensor(x, requires_grad=True)
+    c_t = torch.tensor(context, requires_grad=True)
+    out, _ = module(x_t, c_t, c_t, attn_mask=torch.from_numpy(~mask), need_weights=False)
+    (out * torch.from_numpy(g)).sum().backward()
+    np.testing.assert_allclose(d_x, x_t.grad.numpy(), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(d_context, c_t.grad.numpy(), rtol=0, atol=1e-10)
+    expected = torch_gradients(module)
+    for name, owner, key in layer.named_parameters():
+        np.testing.assert_allclose(owner.grads[key], expected[name], rtol=0, atol=1e-10)
 
 
 def test_float32_converts_to_float32():

@@ -27,7 +27,8 @@ ORG, REPO = urlparse(REPOSITORY).path.strip("/").split("/")
 sys.path.insert(0, str(ROOT / "tools"))
 import notebooks  # noqa: E402  (tools/notebooks.py)
 
-pytestmark = pytest.mark.site  # reads the built book in _build/html
+# Tests that read the built book in _build/html carry the marker `site` (make unit skips them).
+site = pytest.mark.site
 
 CHAPTERS = [page.relative_to(ROOT).with_suffix("").as_posix() for page in notebooks.chapters()]
 
@@ -58,6 +59,7 @@ def test_the_chapters_are_found():
     assert len(CHAPTERS) >= 9 and "book/scaling" in CHAPTERS
 
 
+@site
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_repository_edit_and_issue_buttons_follow_the_setting(page):
     links = buttons(page)
@@ -68,6 +70,7 @@ def test_repository_edit_and_issue_buttons_follow_the_setting(page):
     assert page in parse_qs(issue.query)["title"][0]
 
 
+@site
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_download_buttons_lead_to_the_page_as_markdown_and_as_a_notebook(page):
     links = buttons(page)
@@ -82,6 +85,7 @@ def test_download_buttons_lead_to_the_page_as_markdown_and_as_a_notebook(page):
     assert all(cell.execution_count for cell in code), "the downloadable notebook is not executed"
 
 
+@site
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_colab_and_binder_open_the_page_notebook_on_the_notebooks_branch(page):
     links = buttons(page)
@@ -91,6 +95,7 @@ def test_colab_and_binder_open_the_page_notebook_on_the_notebooks_branch(page):
         f"https://mybinder.org/v2/gh/{ORG}/{REPO}/notebooks?urlpath=lab/tree/{page}.ipynb")
 
 
+@site
 def test_pages_without_code_have_no_launch_buttons():
     links = buttons("book/bibliography")
     assert "Launch on Colab" not in links and "Download notebook file" not in links

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
+pytestmark = pytest.mark.site  # reads the built book in _build/html
+
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "_build" / "html"
 # What MathJax typesets, code shown as code, and what is not text at all.

@@ -61,8 +61,11 @@ class ApiGroups(SphinxDirective):
             home = getattr(obj, "__module__", None) or package.__name__
             if not isinstance(home, str) or home not in MODULES:
                 # data (a tuple, a dict) has no __module__: find the module that defines it
-                home = next(m for m in MODULES if m.startswith(package.__name__)
-                            and name in getattr(importlib.import_module(m), "__all__", ()))
+                home = next((m for m in MODULES if m.startswith(package.__name__)
+                             and name in getattr(importlib.import_module(m), "__all__", ())),
+                            None)
+                if home is None:
+                    raise self.error(f"api-groups: no module of MODULES exports {name}")
             groups.setdefault(home, []).append(name)
         unknown = sorted(set(groups) - set(MODULES))
         if unknown:

@@ -3,9 +3,9 @@
 The tested package behind the book *Transformer from First Principles*. Each module tells the
 chapter that derives it. The package has two homes:
 
-- ``scratchformer`` itself, imported here: the model and its training (attention, layers,
-  blocks, models, losses, optimiser, tasks, the training loop, gradient checks). It imports
-  NumPy only.
+- ``scratchformer`` itself, imported here: the model and what trains it (attention, layers,
+  blocks, models and their configurations, losses, optimiser, tasks, gradient checks), and the
+  training loop in ``scratchformer.train`` (imported on its own). It imports NumPy only.
 - ``scratchformer.book``: the book's tooling (figures, tables, timing, benchmarks,
   diagnostics, the recurrent-network demonstration), the only place matplotlib is imported.
 

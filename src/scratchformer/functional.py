@@ -121,7 +121,7 @@ def softmax_jacobian(weights):
     :math:`J` is symmetric positive semi-definite, so its spectral norm is at
     most its trace, :math:`1 - \sum_i a_i^2 \le 1 - \max_i a_i^2`: the
     gradient through a saturated softmax vanishes. Derived in the chapter
-    :doc:`Why divide by sqrt(d_k) </book/scaling>`.
+    :doc:`Why divide by √dₖ </book/scaling>`.
     """
     a = as_float_array(weights, "weights")
     if a.ndim == 0:

@@ -78,10 +78,10 @@ def gradient_pairs(layer, x, rng, eps=1e-5, **inputs):
         Draws ``g``.
     eps : float, default 1e-5
     **inputs
-        Further keyword arguments of ``forward``. Those whose name ends in
-        ``mask`` are passed as they are; the others are float64 arrays (a
-        ``context``, say), differentiated in order after ``x``, as
-        ``backward`` returns their gradients.
+        Further keyword arguments of ``forward``. Float arrays among them (a
+        ``context``, say) are differentiated in order after ``x``, as
+        ``backward`` returns their gradients; masks (names ending in ``mask``)
+        and anything else are passed as they are.
 
     Returns
     -------
@@ -89,9 +89,13 @@ def gradient_pairs(layer, x, rng, eps=1e-5, **inputs):
         ``(analytic, numeric)`` by name: ``"x"``, the other inputs' names, and
         the names of ``Layer.named_parameters()``.
     """
-    floating = np.issubdtype(np.asarray(x).dtype, np.floating)
-    arrays = {"x": x} if floating else {}  # token ids have no gradient
-    arrays |= {k: v for k, v in inputs.items() if not k.endswith("mask")}
+
+    def differentiable(name, value):  # float arrays; not masks, ids or None
+        return (not name.endswith("mask") and isinstance(value, np.ndarray)
+                and np.issubdtype(value.dtype, np.floating))
+
+    arrays = {k: v for k, v in {"x": x, **inputs}.items()
+              if differentiable(k, v)}
     g = rng.standard_normal(layer.forward(x, **inputs).shape)
     d_inputs = layer.backward(g)  # one gradient per array input, in order
     if len(arrays) == 1:

@@ -175,6 +175,9 @@ class EncoderModel(Layer):
     def attention_weights(self, tokens):
         """Run the model (saving for backward); return every block's attention weights.
 
+        A method, since it runs the model; each block's ``MultiHeadAttention`` then holds
+        its own as the attribute ``attention_weights``.
+
         Returns
         -------
         weights : ndarray, shape (n_layers, ..., n_heads, n, n)

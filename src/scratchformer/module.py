@@ -1,27 +1,27 @@
 """The contract every trainable layer follows: parameters, gradients, forward, backward.
 
-The book's chapter "Backpropagation through attention" (``book/backpropagation.md``) derives
-each layer's backward pass and checks it two ways.
+The book's chapter "Backpropagation through attention" (``book/backpropagation.md``)
+derives each layer's backward pass and checks it two ways.
 
-- ``params``: a dict of plain arrays owned by this layer (each layer has its own dict), read
-  and written directly; :meth:`Layer.load_parameters` replaces them all after checking names,
-  shapes and values.
-- ``forward(...)`` returns the output array and saves what the backward pass needs (the last
-  call's intermediates only: a new forward replaces them). Inside ``with layer.inference():``
-  it saves nothing, for generation and evaluation.
-- ``backward(dy)`` takes the gradient of the loss with respect to the output of that forward
-  and returns one gradient per array input of ``forward``, in order: ``dx`` for a layer of one
-  input, ``(dx, d_context)`` for attention from ``x`` to a second sequence. Integer token ids
-  and masks have no gradient. It sets ``grads`` to a dict with the parameters' names and
-  shapes; gradients are overwritten, not accumulated; the saved intermediates are released,
-  so each forward serves one backward.
-- Layers made of layers list them in ``children()``; :meth:`Layer.named_parameters` walks the
+- ``params``: a dict of plain arrays owned by this layer (each layer has its own
+  dict), read and written directly; ``load_parameters`` replaces them all after
+  checking names, shapes and values.
+- ``forward(...)`` returns the output array and saves what the backward pass needs
+  (the last call's intermediates only: a new forward replaces them). Inside
+  ``with layer.inference():`` it saves nothing, for generation and evaluation.
+- ``backward(dy)`` takes the gradient of the loss with respect to the output of that
+  forward and returns one gradient per array input of ``forward``, in order: ``dx``
+  for a layer of one input, ``(dx, d_context)`` for attention from ``x`` to a second
+  sequence. Integer token ids and masks have no gradient. It sets ``grads`` to a dict
+  with the parameters' names and shapes; gradients are overwritten, not accumulated;
+  the saved intermediates are released, so each forward serves one backward.
+- Layers made of layers list them in ``children()``; ``named_parameters`` walks the
   tree, which is how the optimiser and the gradient checks find every parameter.
-- Sharing is forbidden: a parameter array (or a view of one) may belong to one layer only, and
-  a layer may appear once in a tree. Tying two weights (an embedding and an output head, say)
-  would need their gradients summed into one update; rather than do that silently for some
-  optimisers and not others, :meth:`Layer.named_parameters` raises ``ValueError`` naming both
-  places.
+- Sharing is forbidden: two parameters may not overlap in memory, and a layer may
+  appear once in a tree. Tying two weights (an embedding and an output head, say)
+  would need their gradients summed into one update; rather than do that silently
+  for some optimisers and not others, ``named_parameters`` raises ``ValueError``
+  naming both places.
 """
 
 from __future__ import annotations
@@ -29,15 +29,29 @@ from __future__ import annotations
 import contextlib
 
 import numpy as np
+from numpy.lib.array_utils import byte_bounds
 
 __all__ = ["Layer"]
 
 
-def _owner(array):
-    """The array that owns the memory of ``array`` (itself, or the base of a view)."""
-    while isinstance(array.base, np.ndarray):
-        array = array.base
-    return array
+def _check_no_overlap(entries):
+    """Raise ``ValueError`` if two of ``(name, array)`` share memory.
+
+    A sweep over the arrays' byte ranges (``O(p log p)`` for ``p`` parameters, so it can
+    run at every optimiser step); only ranges that overlap are compared exactly
+    (``np.shares_memory``), so disjoint slices of one buffer are not refused.
+    """
+    spans = sorted((*byte_bounds(array), name, array) for name, array in entries
+                   if array.size)
+    open_spans = []  # (end, name, array) of the ranges that may still overlap
+    for start, end, name, array in spans:
+        open_spans = [span for span in open_spans if span[0] > start]
+        for _, other, other_array in open_spans:
+            if np.shares_memory(array, other_array):
+                raise ValueError(
+                    f"parameters {other} and {name} share memory: tied or shared "
+                    "parameters are not supported (give each layer its own array)")
+        open_spans.append((end, name, array))
 
 
 class Layer:
@@ -59,10 +73,15 @@ class Layer:
         ``backward``.
     """
 
+    # Defaults for a subclass that forgets super().__init__() (params must be its own).
+    grads = None
+    _saved = None  # what forward keeps for backward
+    _inference = False
+
     def __init__(self):
         self.params = {}
         self.grads = None
-        self._saved = None  # what forward keeps for backward
+        self._saved = None
         self._inference = False
 
     def children(self) -> dict:
@@ -84,23 +103,24 @@ class Layer:
         Raises
         ------
         ValueError
-            If one array (or views of one array) is the parameter of two places, or one layer
-            appears twice: shared parameters are not supported (see the module's docstring).
+            If two parameters overlap in memory, or one layer appears twice: shared
+            parameters are not supported (see the module's docstring). Checked before
+            anything is yielded.
         """
-        owners = {}
+        found, seen = [], set()
         for path, layer in self._tree(prefix):
+            if id(layer) in seen:
+                raise ValueError(f"the layer at {path.rstrip('.')} appears twice in the "
+                                 "tree: shared layers (and their parameters) are not "
+                                 "supported")
+            seen.add(id(layer))
             for key, array in layer.params.items():
-                name = path + key
                 if not isinstance(array, np.ndarray):
-                    raise TypeError(f"parameter {name} must be a NumPy array, got "
+                    raise TypeError(f"parameter {path + key} must be a NumPy array, got "
                                     f"{type(array).__name__}")
-                root = id(_owner(array))
-                if root in owners:
-                    raise ValueError(
-                        f"parameters {owners[root]} and {name} share memory: tied or shared "
-                        "parameters are not supported (give each layer its own array)")
-                owners[root] = name
-                yield name, layer, key
+                found.append((path + key, layer, key))
+        _check_no_overlap((name, layer.params[key]) for name, layer, key in found)
+        yield from found
 
     @property
     def num_parameters(self):
@@ -139,9 +159,11 @@ class Layer:
                 raise TypeError(f"{name} must be real, got dtype {value.dtype}")
             if value.shape != current.shape:
                 raise ValueError(f"{name} must have shape {current.shape}, got {value.shape}")
-            if not np.isfinite(value).all():
-                raise ValueError(f"{name} must be finite, got NaN or infinite entries")
-            new[name] = np.array(value, dtype=current.dtype, copy=True)
+            converted = np.array(value, dtype=current.dtype, copy=True)
+            if not (np.isfinite(value).all() and np.isfinite(converted).all()):
+                raise ValueError(f"{name} must be finite (also in {current.dtype}), got NaN "
+                                 "or infinite entries")
+            new[name] = converted
         for name, (layer, key) in places.items():
             layer.params[key] = new[name]
             layer.grads = None
@@ -171,8 +193,10 @@ class Layer:
         """Within this context, ``forward`` of this layer and its children saves nothing.
 
         For evaluation and generation: no intermediates are kept (attention's weights are not
-        even formed), so memory stays that of the output; ``backward`` then raises. The
-        previous mode is restored on exit, whatever happens inside.
+        even formed), so memory stays that of the output; ``backward`` then raises. Entering
+        releases what an earlier forward saved (a backward after the block needs a new
+        forward). The previous mode is restored on exit, whatever happens inside, so the
+        contexts nest.
         """
         layers = [layer for _, layer in self._tree()]
         previous = [layer._inference for layer in layers]

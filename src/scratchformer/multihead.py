@@ -213,11 +213,12 @@ class MultiHeadAttention(Layer):
         """
         saved = self._saved_for_backward()
         p, x, context = self.params, saved["x"], saved["context"]
-        weights = saved["weights"]
+        weights, merged = saved["weights"], saved["merged"]
+        if np.shape(d_out) != merged.shape:  # the output's shape
+            raise ValueError(f"d_out must have the output's shape "
+                             f"{merged.shape}, got {np.shape(d_out)}")
         batch = weights.shape[:-3]  # the broadcast leading axes, not the heads
         grads = {}  # d_w and d_b: (d_model, d_model) and (d_model,)
-        d_out = np.broadcast_to(d_out, (*batch, *d_out.shape[-2:]))
-        merged = np.broadcast_to(saved["merged"], d_out.shape)
         grads["w_o"], grads["b_o"] = _affine_grads(merged, d_out)
         # (..., n_q, d_model) @ (d_model, d_model) -> (..., n_q, d_model)
         d_merged = d_out @ p["w_o"].T

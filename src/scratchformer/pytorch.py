@@ -7,10 +7,12 @@ reference the NumPy code is checked against, to float64 precision.
 The conversions are exact: the weights are copied, transposed where PyTorch stores ``W^T``
 (``nn.Linear`` computes ``x @ weight.T``) and split where it packs the three input projections
 of attention into one ``(3 d_model, d_model)`` matrix. One table of names per module type (the
-``_*_values`` functions) serves three purposes: copying weights in (:func:`from_torch`),
-reading PyTorch's gradients in the package's layout (:func:`torch_gradients`), and, read
-backwards, copying weights out (:func:`to_torch`). Dropout is never carried over: a converted
-module computes its evaluation-mode function, and modules made here have dropout 0.
+``_*_values`` functions) serves two purposes: copying weights in (:func:`from_torch`) and
+reading PyTorch's gradients in the package's layout (:func:`torch_gradients`). Copying weights
+out (:func:`to_torch`) has writers of its own (the ``_write_*`` functions), and every module it
+makes is read back through the tables and compared, so the two directions cannot drift apart.
+Dropout is never carried over: a converted module computes its evaluation-mode function, and
+modules made here have dropout 0.
 
 PyTorch's conventions differ from the book's in ways that matter for a cross-check: its
 boolean attention masks mean "blocked" (the book's mean "may attend"), and ``nn.Transformer``
@@ -186,6 +188,8 @@ def _check_encoder_layer(module):
 
 def _empty_layer(module):
     """A layer of the package's class for ``module``, of its sizes and dtype."""
+    if not any(accepts(module) for _, accepts in _TWINS.values()):
+        _values(module, _weights)  # raises the TypeError that lists what is supported
     dtype = _dtype(module)
     if isinstance(module, torch.nn.MultiheadAttention):
         _check_attention(module)
@@ -201,9 +205,13 @@ def _empty_layer(module):
         blocks = list(module.blocks)
         if not blocks:
             raise ValueError("the model has no blocks")
-        for block in blocks:
-            _check_encoder_layer(block)
         first = blocks[0]
+        for i, block in enumerate(blocks):
+            _check_encoder_layer(block)
+            if _block_shape(block) != _block_shape(first):
+                raise ValueError(f"block {i} differs from block 0 in {_block_shape(block)} "
+                                 f"against {_block_shape(first)}: an EncoderModel's blocks "
+                                 "share (norm_first, heads, d_ff, eps)")
         norm = "pre" if first.norm_first else "post"
         if (module.final_norm is not None) != (norm == "pre"):
             raise ValueError("EncoderModel has a final norm exactly when its blocks are pre-LN")
@@ -225,9 +233,20 @@ def _empty_layer(module):
     if isinstance(module, torch.nn.Embedding):
         return Embedding(module.num_embeddings, module.embedding_dim, dtype=dtype)
     if _is_feed_forward(module):
-        return FeedForward(module[0].in_features, module[0].out_features, dtype=dtype)
-    _values(module, _weights)  # raises the TypeError that lists what is supported
-    raise AssertionError("unreachable")
+        first, second = module[0], module[2]
+        if first.bias is None or second.bias is None:
+            raise ValueError("only a feed-forward network whose two nn.Linear have biases "
+                             "is supported")
+        if (second.in_features, second.out_features) != (first.out_features,
+                                                          first.in_features):
+            raise ValueError("the two nn.Linear must map d_model -> d_ff -> d_model")
+        return FeedForward(first.in_features, first.out_features, dtype=dtype)
+    raise AssertionError("unreachable: _TWINS and this function list the same modules")
+
+
+def _block_shape(block):
+    return (block.norm_first, block.self_attn.num_heads, block.linear1.out_features,
+            block.norm1.eps, block.norm2.eps)
 
 
 #: The PyTorch module each class converts from, and how to recognise it.
