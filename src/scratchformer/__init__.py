@@ -19,8 +19,8 @@ imports torch. Conventions used throughout:
 - randomness comes only from an ``rng: numpy.random.Generator`` argument.
 """
 
-from .attention import attention_backward, causal_mask, scaled_dot_product_attention
 from .addition import AdditionTask
+from .attention import attention_backward, causal_mask, scaled_dot_product_attention
 from .config import DecoderOnlyConfig, EncoderConfig, ModelConfig
 from .decoder_only import CausalSelfAttention, DecoderModel, DecoderOnlyBlock
 from .encoder import EncoderBlock

@@ -128,7 +128,8 @@ def book_model(task, *, norm="post", seed=0, dtype=np.float32, **dims):
 
 
 #: The dimensions of the adder (chapter "Generating token by token"): a decoder-only model.
-ADDER_MODEL = {"d_model": 64, "n_heads": 4, "d_ff": 128, "n_layers": 2, "positions": "rotary"}
+ADDER_MODEL = {"d_model": 64, "n_heads": 4, "d_ff": 128, "n_layers": 2,
+               "positions": "sinusoidal"}
 
 #: How the command line trains the adder (fields of :class:`TrainConfig` it changes).
 ADDER_TRAINING = {"batch_size": 128, "max_steps": 3000, "peak_lr": 3e-3, "warmup_steps": 100,
