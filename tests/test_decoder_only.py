@@ -40,8 +40,8 @@ def test_causal_attention_and_block_against_finite_differences(s):
                                 rotary=s["rotary"], rng=rng)
     # The key bias shifts every score of a query equally, which the softmax ignores, unless
     # RoPE turns it differently at every position.
-    zero = () if s["rotary"] else ("b_k",)
-    for layer, zero in ((attention, zero), (block, tuple(f"attention.{z}" for z in zero))):
+    b_k = () if s["rotary"] else ("b_k",)
+    for layer, zero in ((attention, b_k), (block, tuple(f"attention.{z}" for z in b_k))):
         sf.randomize_parameters(layer, rng)
         assume(relu_kink_gap(layer, x) > 1e-3)
         assert_gradients_match(sf.gradient_pairs(layer, x, rng), zero)
