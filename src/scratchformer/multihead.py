@@ -227,7 +227,7 @@ class MultiHeadAttention(Layer):
                    for a in (saved["q"], saved["k"], saved["v"]))
         # (..., h, n, d_k) each:
         d_q, d_k, d_v = attention_backward(d_heads, q, k, v, weights)
-        # back through what _split_inputs did to q and k after the split (nothing here)
+        # through what a subclass did to q and k (RoPE); nothing here
         d_q, d_k = self._queries_keys_backward(d_q, d_k)
         inputs = {"q": x, "k": context, "v": context}
         d_inputs = {}
