@@ -245,6 +245,11 @@ def _backward_of(layer, x, d_out):
     return layer.backward(d_out)
 
 
+def _decoder():
+    return sf.DecoderModel(vocab_size=7, d_model=8, n_heads=2, d_ff=8, n_layers=1,
+                           max_positions=8)
+
+
 def _mha_forward(x, **kwargs):
     return lambda: sf.MultiHeadAttention(8, 2).forward(x, **kwargs)
 
@@ -332,6 +337,39 @@ BAD_INPUTS = [
     ("MultiHeadAttention.backward: d_out of another shape", lambda: _backward_of(
         sf.MultiHeadAttention(4, 2), np.zeros((2, 3, 4)), np.ones((3, 4))), ValueError,
      r"d_out must have the output's shape \(2, 3, 4\), got \(3, 4\)"),
+    ("generate: negative max_new_tokens", lambda: _decoder().generate([[1]], -1), ValueError,
+     "max_new_tokens must be a non-negative integer, got -1"),
+    ("generate: negative temperature", lambda: _decoder().generate([[1]], 2, temperature=-0.5),
+     ValueError, "temperature must be finite and non-negative, got -0.5"),
+    ("generate: top_k 0", lambda: _decoder().generate([[1]], 2, temperature=1.0, top_k=0,
+                                                      rng=np.random.default_rng(0)),
+     ValueError, "top_k must be a positive integer, got 0"),
+    ("generate: an id outside the vocabulary", lambda: _decoder().generate([[1, 7]], 2),
+     ValueError, r"prompt must lie in \[0, 7\) \(the vocabulary\), got values from 1 to 7"),
+    ("generate: a float prompt", lambda: _decoder().generate([[1.0, 2.0]], 2), TypeError,
+     "prompt must be integer token ids, got dtype float64"),
+    ("generate: an empty prompt", lambda: _decoder().generate(np.zeros((2, 0), int), 2),
+     ValueError, "prompt must hold at least one token per sequence"),
+    ("generate: a prompt of one axis", lambda: _decoder().generate([1, 2], 2), ValueError,
+     "prompt must have at least 2 axes"),
+    ("generate: a prompt longer than the positions", lambda: _decoder().generate(
+        np.zeros((1, 9), int), 0), ValueError,
+     "the prompt of 9 tokens is longer than the model's max_positions=8"),
+    ("generate: more tokens than the positions", lambda: _decoder().generate(
+        np.zeros((1, 5), int), 4), ValueError,
+     "n_prompt \\+ max_new_tokens = 5 \\+ 4 exceeds the model's max_positions=8"),
+    ("generate: sampling without rng", lambda: _decoder().generate([[1]], 2, temperature=1.0),
+     ValueError, "sampling \\(temperature > 0\\) draws from rng"),
+    ("DecoderModel: odd heads for rotary", lambda: sf.DecoderModel(
+        vocab_size=5, d_model=6, n_heads=2, d_ff=8, n_layers=1), ValueError,
+     "d_model / n_heads = 3 must be even"),
+    ("DecoderModel: unknown positions", lambda: sf.DecoderModel(
+        vocab_size=5, d_model=8, n_heads=2, d_ff=8, n_layers=1, positions="learned"),
+     ValueError, "positions must be 'rotary' or 'sinusoidal', got 'learned'"),
+    ("DecoderModel.forward: longer than the positions", lambda: _decoder().forward(
+        np.zeros((1, 9), int)), ValueError, "0 \\+ 9 tokens exceed the model's max_positions=8"),
+    ("AdditionTask: ten digits", lambda: sf.AdditionTask(n_digits=10), ValueError,
+     "n_digits must be at most 9"),
     ("load_parameters: a wrong shape", lambda: sf.LayerNorm(3).load_parameters(
         {"gamma": np.ones(4), "beta": np.zeros(3)}), ValueError,
      r"gamma must have shape \(3,\), got \(4,\)"),

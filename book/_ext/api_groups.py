@@ -22,9 +22,11 @@ from sphinx.util.nodes import nested_parse_with_titles
 #: The order of the sections, by the module that defines the names.
 MODULES = [
     "scratchformer.attention", "scratchformer.functional", "scratchformer.multihead",
-    "scratchformer.positional", "scratchformer.layers", "scratchformer.encoder",
-    "scratchformer.model", "scratchformer.config", "scratchformer.module",
-    "scratchformer.optim", "scratchformer.tasks", "scratchformer.train",
+    "scratchformer.positional", "scratchformer.rotary", "scratchformer.layers",
+    "scratchformer.encoder", "scratchformer.model", "scratchformer.decoder_only",
+    "scratchformer.generation", "scratchformer.config", "scratchformer.module",
+    "scratchformer.optim", "scratchformer.tasks", "scratchformer.addition",
+    "scratchformer.train",
     "scratchformer.gradcheck",
     "scratchformer.tiled",
     "scratchformer.book.plotting", "scratchformer.book.display", "scratchformer.book.timing",

@@ -19,10 +19,13 @@ imports torch. Conventions used throughout:
 - randomness comes only from an ``rng: numpy.random.Generator`` argument.
 """
 
+from .addition import AdditionTask
 from .attention import attention_backward, causal_mask, scaled_dot_product_attention
-from .config import EncoderConfig, ModelConfig
+from .config import DecoderOnlyConfig, EncoderConfig, ModelConfig
+from .decoder_only import CausalSelfAttention, DecoderModel, DecoderOnlyBlock
 from .encoder import EncoderBlock
 from .functional import softmax, softmax_backward, softmax_jacobian
+from .generation import KVCache, generate, next_token
 from .gradcheck import gradient_pairs, numerical_gradient, randomize_parameters, relative_error
 from .layers import Embedding, FeedForward, LayerNorm, Linear, layer_norm, layer_norm_backward
 from .model import EncoderModel, cross_entropy
@@ -30,16 +33,23 @@ from .module import Layer
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
 from .positional import positional_encoding, rotation_matrix
+from .rotary import half_split_permutation, rope, rope_backward, rope_half_split
 from .tasks import LabellingTask, Split, Task
 from .tiled import tiled_attention
 
 __all__ = [
     "Adam",
+    "AdditionTask",
+    "CausalSelfAttention",
+    "DecoderModel",
+    "DecoderOnlyBlock",
+    "DecoderOnlyConfig",
     "Embedding",
     "EncoderBlock",
     "EncoderConfig",
     "EncoderModel",
     "FeedForward",
+    "KVCache",
     "LabellingTask",
     "Layer",
     "LayerNorm",
@@ -52,15 +62,21 @@ __all__ = [
     "causal_mask",
     "clip_grad_norm",
     "cross_entropy",
+    "generate",
     "grad_norm",
+    "half_split_permutation",
     "gradient_pairs",
     "layer_norm",
     "layer_norm_backward",
     "merge_heads",
+    "next_token",
     "numerical_gradient",
     "positional_encoding",
     "randomize_parameters",
     "relative_error",
+    "rope",
+    "rope_backward",
+    "rope_half_split",
     "rotation_matrix",
     "scaled_dot_product_attention",
     "softmax",

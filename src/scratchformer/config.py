@@ -13,11 +13,15 @@ import dataclasses
 
 from ._validation import choice, non_negative_float, positive_int
 
-__all__ = ["NORMS", "ModelConfig", "EncoderConfig"]
+__all__ = ["NORMS", "POSITIONS", "ModelConfig", "EncoderConfig", "DecoderOnlyConfig"]
 
 #: Where a block's layer norms sit: after each residual addition (the original Transformer)
 #: or at the input of each sub-layer.
 NORMS = ("post", "pre")
+
+#: How a decoder-only model knows where a token is: the sinusoidal encoding added to the
+#: embeddings, or queries and keys rotated by their position (RoPE).
+POSITIONS = ("rotary", "sinusoidal")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -77,5 +81,39 @@ class EncoderConfig(ModelConfig):
         super().__post_init__()
         object.__setattr__(self, "n_classes", positive_int(self.n_classes, "n_classes"))
         if self.d_model % 2:
+            raise ValueError(f"d_model must be even (sine-cosine pairs of the positional "
+                             f"encoding), got {self.d_model}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DecoderOnlyConfig(ModelConfig):
+    """A decoder-only (GPT-style) language model: :class:`ModelConfig`, positions and length.
+
+    Pre-LN by default, as decoder-only models are.
+
+    Attributes
+    ----------
+    positions : str
+        ``"rotary"`` (default: RoPE in every attention layer) or ``"sinusoidal"`` (the
+        encoding added to the embeddings).
+    max_positions : int
+        The longest sequence the model reads (prompt and generated tokens together), default
+        512; a KV cache holds this many positions.
+    """
+
+    norm: str = "pre"
+    positions: str = "rotary"
+    max_positions: int = 512
+
+    def __post_init__(self):
+        super().__post_init__()
+        choice(self.positions, POSITIONS, "positions")
+        object.__setattr__(self, "max_positions",
+                           positive_int(self.max_positions, "max_positions"))
+        d_k = self.d_model // self.n_heads
+        if self.positions == "rotary" and d_k % 2:
+            raise ValueError(f"rotary positions turn pairs of each head's features: "
+                             f"d_model / n_heads = {d_k} must be even")
+        if self.positions == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"d_model must be even (sine-cosine pairs of the positional "
                              f"encoding), got {self.d_model}")

@@ -227,6 +227,8 @@ class MultiHeadAttention(Layer):
                    for a in (saved["q"], saved["k"], saved["v"]))
         # (..., h, n, d_k) each:
         d_q, d_k, d_v = attention_backward(d_heads, q, k, v, weights)
+        # through what a subclass did to q and k (RoPE); nothing here
+        d_q, d_k = self._queries_keys_backward(d_q, d_k)
         inputs = {"q": x, "k": context, "v": context}
         d_inputs = {}
         for which, d_proj in (("q", d_q), ("k", d_k), ("v", d_v)):
@@ -262,6 +264,12 @@ class MultiHeadAttention(Layer):
         k = self._project(context, "k")  # (..., n_k, d_model)
         v = self._project(context, "v")  # (..., n_k, d_model)
         return tuple(split_heads(a, self.n_heads) for a in (q, k, v))
+
+    def _queries_keys_backward(self, d_q, d_k):
+        """Hook: gradients through a map that a subclass's ``_split_inputs`` applies to the
+        heads' queries and keys (RoPE, in :class:`scratchformer.CausalSelfAttention`); the
+        identity here."""
+        return d_q, d_k
 
     def _project_output(self, merged):
         # (..., n_q, d_model) @ (d_model, d_model) -> (..., n_q, d_model)

@@ -21,16 +21,19 @@ import time
 import numpy as np
 
 from ._validation import positive_int
+from .addition import AdditionTask
+from .decoder_only import DecoderModel
 from .model import EncoderModel
 from .module import Layer
 from .optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
 from .tasks import LABELLINGS, LabellingTask, Task
 
-__all__ = ["TASKS", "BOOK_MODEL", "TrainConfig", "TrainResult", "make_task", "book_model",
-           "train_step", "train", "main"]
+__all__ = ["TASKS", "BOOK_MODEL", "ADDER_MODEL", "ADDER_TRAINING", "TrainConfig",
+           "TrainResult", "make_task", "book_model", "adder_model", "train_step", "train",
+           "main"]
 
 #: The tasks of the command line.
-TASKS = LABELLINGS
+TASKS = (*LABELLINGS, "add")
 
 #: The dimensions of the book's model (chapter "Training a Transformer in NumPy").
 BOOK_MODEL = {"d_model": 64, "n_heads": 4, "d_ff": 128, "n_layers": 2}
@@ -95,9 +98,11 @@ class TrainResult:
 
 
 def make_task(name, **options):
-    """The task of the command line called ``name`` (``reverse`` or ``sort``)."""
+    """The task of the command line called ``name`` (``reverse``, ``sort`` or ``add``)."""
     if name in LABELLINGS:
         return LabellingTask(kind=name, **options)
+    if name == "add":
+        return AdditionTask(**options)
     raise ValueError(f"task must be one of {TASKS}, got {name!r}")
 
 
@@ -120,6 +125,31 @@ def book_model(task, *, norm="post", seed=0, dtype=np.float32, **dims):
                         f"{sorted(unknown)}")
     return EncoderModel(vocab_size=task.vocab_size, n_classes=task.n_classes,
                         **(BOOK_MODEL | dims), norm=norm, rng=_rngs(seed)[1], dtype=dtype)
+
+
+#: The dimensions of the adder (chapter "Generating token by token"): a decoder-only model.
+ADDER_MODEL = {"d_model": 64, "n_heads": 4, "d_ff": 128, "n_layers": 2,
+               "positions": "sinusoidal"}
+
+#: How the command line trains the adder (fields of :class:`TrainConfig` it changes).
+ADDER_TRAINING = {"batch_size": 128, "max_steps": 3000, "peak_lr": 3e-3, "warmup_steps": 100,
+                  "eval_every": 100, "n_valid": 500, "n_test": 1000,
+                  "target_accuracy": 0.995}
+
+
+def adder_model(task, *, norm="pre", seed=0, dtype=np.float32, **dims):
+    """The adder, a :class:`~scratchformer.DecoderModel` (:data:`ADDER_MODEL`) for an
+    :class:`~scratchformer.AdditionTask`.
+
+    Seeded as :func:`book_model`; ``dims`` replace entries of :data:`ADDER_MODEL`
+    (``positions`` among them).
+    """
+    unknown = set(dims) - set(ADDER_MODEL)
+    if unknown:
+        raise TypeError(f"adder_model takes {sorted(ADDER_MODEL)}, got {sorted(unknown)}")
+    return DecoderModel(vocab_size=task.vocab_size, **(ADDER_MODEL | dims),
+                        max_positions=task.prompt_length + task.answer_length, norm=norm,
+                        rng=_rngs(seed)[1], dtype=dtype)
 
 
 def train_step(model, optimiser, task, batch, lr, clip_norm=None):
@@ -209,20 +239,35 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m scratchformer.train",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--task", choices=TASKS, default="reverse")
-    parser.add_argument("--norm", choices=("post", "pre"), default="post")
+    parser.add_argument("--norm", choices=("post", "pre"), default=None,
+                        help="default post (pre for the adder)")
+    parser.add_argument("--positions", choices=("rotary", "sinusoidal"), default=None,
+                        help="the adder's positions (default rotary)")
     parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--max-steps", type=int, default=defaults.max_steps)
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help=f"default {defaults.max_steps} "
+                             f"({ADDER_TRAINING['max_steps']} for the adder)")
     parser.add_argument("--warmup-steps", type=int, default=None,
                         help=f"default {defaults.warmup_steps}, or max-steps / 10 if smaller")
     parser.add_argument("--quiet", action="store_true", help="print the final line only")
     args = parser.parse_args(argv)
+    task = make_task(args.task)
+    adder = isinstance(task, AdditionTask)
+    if adder:
+        defaults = dataclasses.replace(defaults, **ADDER_TRAINING)
+    elif args.positions is not None:
+        parser.error("--positions applies to the adder (--task add) only")
+    max_steps = defaults.max_steps if args.max_steps is None else args.max_steps
     warmup = args.warmup_steps
     if warmup is None:
-        warmup = min(defaults.warmup_steps, args.max_steps // 10)
-    config = dataclasses.replace(defaults, seed=args.seed, max_steps=args.max_steps,
+        warmup = min(defaults.warmup_steps, max_steps // 10)
+    config = dataclasses.replace(defaults, seed=args.seed, max_steps=max_steps,
                                  warmup_steps=warmup)
-    task = make_task(args.task)
-    model = book_model(task, norm=args.norm, seed=args.seed)
+    if adder:
+        dims = {} if args.positions is None else {"positions": args.positions}
+        model = adder_model(task, norm=args.norm or "pre", seed=args.seed, **dims)
+    else:
+        model = book_model(task, norm=args.norm or "post", seed=args.seed)
     result = train(model, task, config, log=None if args.quiet else print)
     others = " ".join(f"test_{k}={v:.4f}" for k, v in result.test.items() if k != "accuracy")
     print(f"steps={result.steps} {others}")
