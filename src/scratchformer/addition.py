@@ -63,7 +63,8 @@ class AdditionTask(Task):
 
     @property
     def sequence_length(self):
-        """Tokens the model reads: the problem and the answer but its last digit."""
+        """The number of tokens the model reads (the problem, and the answer but its last
+        digit)."""
         return self.prompt_length + self.answer_length - 1
 
     def digits(self, numbers, width):

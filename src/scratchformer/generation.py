@@ -37,16 +37,19 @@ class KVCache:
 
     Attributes
     ----------
-    keys, values : list of ndarray or None
-        Per layer, shape ``(..., h, max_positions, d_k)``; the first :attr:`position` entries
-        along the positions' axis are filled.
+    keys : list
+        Per layer, an array of shape ``(..., h, max_positions, d_k)`` (None until the layer's
+        first :meth:`append`); the first ``position`` entries along the positions' axis are
+        filled.
+    values : list
+        The same for the values.
     position : int
         The absolute position of the next token: how many tokens the model has read.
 
     Notes
     -----
     The model passes one cache through all its layers: each layer calls :meth:`append` with
-    the keys and values of the new tokens (written from :attr:`position` on) and attends to
+    the keys and values of the new tokens (written from ``position`` on) and attends to
     what it returns; after the last layer the model calls :meth:`advance`.
     """
 

@@ -127,7 +127,7 @@ def book_model(task, *, norm="post", seed=0, dtype=np.float32, **dims):
                         **(BOOK_MODEL | dims), norm=norm, rng=_rngs(seed)[1], dtype=dtype)
 
 
-#: The dimensions of the adder (chapter "Generating token by token"): a decoder-only model.
+#: The dimensions of the adder, a decoder-only model.
 ADDER_MODEL = {"d_model": 64, "n_heads": 4, "d_ff": 128, "n_layers": 2,
                "positions": "sinusoidal"}
 
