@@ -23,8 +23,10 @@ from sphinx.util.nodes import nested_parse_with_titles
 MODULES = [
     "scratchformer.attention", "scratchformer.functional", "scratchformer.multihead",
     "scratchformer.positional", "scratchformer.layers", "scratchformer.encoder",
-    "scratchformer.model", "scratchformer.config", "scratchformer.module",
-    "scratchformer.optim", "scratchformer.tasks", "scratchformer.train",
+    "scratchformer.model", "scratchformer.decoder", "scratchformer.seq2seq",
+    "scratchformer.decoding", "scratchformer.config", "scratchformer.module",
+    "scratchformer.optim", "scratchformer.tasks", "scratchformer.translation",
+    "scratchformer.train",
     "scratchformer.gradcheck",
     "scratchformer.tiled",
     "scratchformer.book.plotting", "scratchformer.book.display", "scratchformer.book.timing",

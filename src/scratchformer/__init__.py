@@ -21,6 +21,8 @@ imports torch. Conventions used throughout:
 
 from .attention import attention_backward, causal_mask, scaled_dot_product_attention
 from .config import EncoderConfig, ModelConfig
+from .decoder import DecoderBlock
+from .decoding import beam_search, greedy_decode
 from .encoder import EncoderBlock
 from .functional import softmax, softmax_backward, softmax_jacobian
 from .gradcheck import gradient_pairs, numerical_gradient, randomize_parameters, relative_error
@@ -30,14 +32,25 @@ from .module import Layer
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
 from .positional import positional_encoding, rotation_matrix
+from .seq2seq import (
+    EncoderDecoderConfig,
+    EncoderDecoderModel,
+    padding_mask,
+    sequence_cross_entropy,
+    target_mask,
+)
 from .tasks import LabellingTask, Split, Task
 from .tiled import tiled_attention
+from .translation import TranslationTask, split_german
 
 __all__ = [
     "Adam",
+    "DecoderBlock",
     "Embedding",
     "EncoderBlock",
     "EncoderConfig",
+    "EncoderDecoderConfig",
+    "EncoderDecoderModel",
     "EncoderModel",
     "FeedForward",
     "LabellingTask",
@@ -48,25 +61,32 @@ __all__ = [
     "MultiHeadAttention",
     "Split",
     "Task",
+    "TranslationTask",
     "attention_backward",
+    "beam_search",
     "causal_mask",
     "clip_grad_norm",
     "cross_entropy",
     "grad_norm",
     "gradient_pairs",
+    "greedy_decode",
     "layer_norm",
     "layer_norm_backward",
     "merge_heads",
     "numerical_gradient",
+    "padding_mask",
     "positional_encoding",
     "randomize_parameters",
     "relative_error",
     "rotation_matrix",
     "scaled_dot_product_attention",
+    "sequence_cross_entropy",
     "softmax",
     "softmax_backward",
     "softmax_jacobian",
+    "split_german",
     "split_heads",
+    "target_mask",
     "tiled_attention",
     "warmup_cosine",
 ]
