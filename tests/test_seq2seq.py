@@ -17,10 +17,10 @@ import pytest
 import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from test_backward import assert_gradients_match
 
 import scratchformer as sf
 from scratchformer.pytorch import TorchEncoderDecoderModel, from_torch, torch_gradients
+from test_backward import assert_gradients_match
 
 F = torch.nn.functional
 

@@ -28,8 +28,8 @@ from .seq2seq import EncoderDecoderModel
 from .tasks import LABELLINGS, LabellingTask, Task
 from .translation import TranslationTask
 
-__all__ = ["TASKS", "BOOK_MODEL", "TRANSLATION_CONFIG", "TrainConfig", "TrainResult", "make_task", "book_model",
-           "train_step", "train", "main"]
+__all__ = ["TASKS", "BOOK_MODEL", "TRANSLATION_CONFIG", "TrainConfig", "TrainResult",
+           "make_task", "book_model", "train_step", "train", "main"]
 
 #: The tasks of the command line.
 TASKS = (*LABELLINGS, "translate")
