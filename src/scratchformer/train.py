@@ -25,7 +25,7 @@ from .model import EncoderModel
 from .module import Layer
 from .optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
 from .seq2seq import EncoderDecoderModel
-from .tasks import LABELLINGS, LabellingTask, Task
+from .tasks import LABELLINGS, LabellingTask, Split, Task
 from .translation import TranslationTask
 
 __all__ = ["TASKS", "BOOK_MODEL", "TRANSLATION_CONFIG", "TrainConfig", "TrainResult",
@@ -87,6 +87,8 @@ class TrainResult:
         Optimiser steps taken.
     seconds : float
         Wall-clock time of the training loop (evaluations included).
+    split : Split or None
+        The held-out validation and test sets the run drew (never trained on).
     """
 
     model: Layer
@@ -94,6 +96,7 @@ class TrainResult:
     test: dict
     steps: int
     seconds: float
+    split: Split | None = None
 
     @property
     def test_accuracy(self):
@@ -218,7 +221,8 @@ def train(model, task, config=TrainConfig(), *, log=None):
                 break
     seconds = time.perf_counter() - start
     return TrainResult(model=model, history={k: np.asarray(v) for k, v in history.items()},
-                       test=task.evaluate(model, split.test), steps=steps, seconds=seconds)
+                       test=task.evaluate(model, split.test), steps=steps, seconds=seconds,
+                       split=split)
 
 
 def main(argv=None):
