@@ -63,8 +63,12 @@ class DecoderBlock(Layer):
     cross_attention : MultiHeadAttention
         Queries from the target, keys and values from the memory.
     ffn : FeedForward
-    norm1, norm2, norm3 : LayerNorm
-        One per sub-layer, in that order.
+    norm1 : LayerNorm
+        The self-attention's norm.
+    norm2 : LayerNorm
+        The cross-attention's norm.
+    norm3 : LayerNorm
+        The feed-forward network's norm.
 
     Notes
     -----
@@ -172,15 +176,15 @@ class DecoderBlock(Layer):
         -------
         d_x : ndarray, shape of ``x``
         d_memory : ndarray, shape of ``memory``
-            Through the keys and values of the cross-attention only. A decoder stack sums
-            this over its blocks, since every block reads the same memory.
+            Through the cross-attention's keys and values only. A decoder
+            stack sums it over its blocks: they all read the same memory.
 
         Notes
         -----
         Each residual :math:`y = u + f(u)` passes :math:`dy` on twice,
-        :math:`du = dy + J_f^\top dy`; the cross-attention's backward splits its input
-        gradient into the queries' path (into :math:`y_1`) and the keys' and values' path
-        (into :math:`M`).
+        :math:`du = dy + J_f^\top dy`; the cross-attention's backward
+        splits its gradient into the queries' path (into :math:`y_1`) and
+        the keys' and values' path (into :math:`M`).
         """
         if self.norm == "post":
             d_w3 = self.norm3.backward(d_z)  # into y2 + FFN(y2)
@@ -189,9 +193,11 @@ class DecoderBlock(Layer):
             d_query, d_memory = self.cross_attention.backward(d_w2)
             d_y1 = d_w2 + d_query
             d_w1 = self.norm1.backward(d_y1)  # into x + SA(x)
-            return d_w1 + self.self_attention.backward(d_w1), d_memory
+            d_x = d_w1 + self.self_attention.backward(d_w1)
+            return d_x, d_memory
         d_y2 = d_z + self.norm3.backward(self.ffn.backward(d_z))
         d_query, d_memory = self.cross_attention.backward(d_y2)
         d_y1 = d_y2 + self.norm2.backward(d_query)
-        d_x = d_y1 + self.norm1.backward(self.self_attention.backward(d_y1))
+        d_sa = self.self_attention.backward(d_y1)
+        d_x = d_y1 + self.norm1.backward(d_sa)
         return d_x, d_memory

@@ -45,12 +45,13 @@ def padding_mask(tokens, pad_id):
 
 
 def target_mask(tokens, pad_id):
-    """The decoder's self-attention mask: causal and no padded keys, ``(..., 1, n, n)``.
+    """The decoder's self-attention mask: causal, no padded keys.
 
-    Query ``i`` may attend to key ``j`` when ``j <= i`` and token ``j`` is not padding. The
-    first token (BOS) is never padding, so every row keeps at least one key; pad queries
-    (after the end) attend to the real tokens before them, and their outputs are ignored by
-    the loss.
+    Shape ``(..., 1, n, n)``: query ``i`` may attend to key ``j`` when
+    ``j <= i`` and token ``j`` is not padding. The first token (BOS) is
+    never padding, so every row keeps at least one key; pad queries (after
+    the end) attend to the real tokens before them, and the loss ignores
+    their outputs.
     """
     tokens = np.asarray(tokens)
     return causal_mask(tokens.shape[-1]) & padding_mask(tokens, pad_id)
@@ -174,11 +175,14 @@ class EncoderDecoderModel(Layer):
     Attributes
     ----------
     config : EncoderDecoderConfig
-    source_embedding, target_embedding : Embedding
+    source_embedding : Embedding
+    target_embedding : Embedding
     encoder_blocks : list of EncoderBlock
     decoder_blocks : list of DecoderBlock
-    encoder_norm, decoder_norm : LayerNorm or None
-        Present for ``norm="pre"`` only.
+    encoder_norm : LayerNorm or None
+        Normalises the memory; present for ``norm="pre"`` only.
+    decoder_norm : LayerNorm or None
+        Normalises the decoder's output; present for ``norm="pre"`` only.
     head : Linear
 
     Notes
@@ -291,10 +295,11 @@ class EncoderDecoderModel(Layer):
         return self.decode(target, memory, padding_mask(source, self.config.pad_id))
 
     def backward(self, d_logits):
-        """Backpropagate the logits' gradient of the last :meth:`forward`; sets every layer's
-        ``grads``. Returns None: token ids have no gradient.
+        """Backpropagate the logits' gradient of the last :meth:`forward`.
 
-        The decoder blocks' memory gradients are summed, then run back through the encoder.
+        Sets every layer's ``grads``; returns None (token ids have no
+        gradient). Every decoder block reads the same memory, so their
+        memory gradients are summed before the encoder's backward pass.
         """
         d_y = self.head.backward(d_logits)
         if self.decoder_norm is not None:
@@ -302,7 +307,7 @@ class EncoderDecoderModel(Layer):
         d_memory = 0.0
         for block in reversed(self.decoder_blocks):
             d_y, d_m = block.backward(d_y)
-            d_memory = d_memory + d_m  # every block reads the same memory
+            d_memory = d_memory + d_m  # one memory, read by every block
         self.target_embedding.backward(d_y)
         if self.encoder_norm is not None:
             d_memory = self.encoder_norm.backward(d_memory)

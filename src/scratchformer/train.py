@@ -65,8 +65,9 @@ class TrainConfig:
             raise ValueError(f"peak_lr must be positive, got {self.peak_lr}")
 
 
-#: How the command line trains the translator: 1000 numbers in all, so smaller held-out sets
-#: (100 to validate, 200 to test; 700 numbers are trained on), checked every 50 steps.
+#: The settings of the command line's translation run. There are 1000 numbers in all, so
+#: the held-out sets are smaller (100 to validate, 200 to test; 700 are trained on), checked
+#: every 50 steps.
 TRANSLATION_CONFIG = TrainConfig(n_valid=100, n_test=200, eval_every=50, max_steps=3000)
 
 

@@ -89,7 +89,7 @@ def german_words(n):
 
 
 def split_german(word):
-    """Cut a German number word into the morphemes of :data:`GERMAN_PIECES`.
+    """Cut a German number word into the morphemes of ``GERMAN_PIECES``.
 
     Longest match first, from the left: ``"einhunderteins"`` is ``["ein", "hundert", "eins"]``.
     ``"".join(split_german(w)) == w`` for every word it accepts.
