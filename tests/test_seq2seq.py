@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import scratchformer as sf
 from scratchformer.pytorch import TorchEncoderDecoderModel, from_torch, torch_gradients
 from test_backward import assert_gradients_match
+from test_decoder import assert_tiny_gradients_match
 
 F = torch.nn.functional
 
@@ -127,6 +128,7 @@ def test_the_model_against_finite_differences(s):
         unused = np.setdiff1d(np.arange(len(analytic)), used)
         assert not analytic[unused].any() and np.abs(numeric[unused]).max(initial=0) < 1e-7
         pairs[name] = (np.delete(analytic, unused, 0), np.delete(numeric, unused, 0))
+    assert_tiny_gradients_match(pairs, zero)
     assert_gradients_match(pairs, zero)
 
 
