@@ -23,9 +23,11 @@ from sphinx.util.nodes import nested_parse_with_titles
 MODULES = [
     "scratchformer.attention", "scratchformer.functional", "scratchformer.multihead",
     "scratchformer.positional", "scratchformer.rotary", "scratchformer.layers",
-    "scratchformer.encoder", "scratchformer.model", "scratchformer.decoder_only",
+    "scratchformer.encoder", "scratchformer.model", "scratchformer.decoder",
+    "scratchformer.seq2seq", "scratchformer.decoding", "scratchformer.decoder_only",
     "scratchformer.generation", "scratchformer.config", "scratchformer.module",
-    "scratchformer.optim", "scratchformer.tasks", "scratchformer.addition",
+    "scratchformer.optim", "scratchformer.tasks", "scratchformer.translation",
+    "scratchformer.addition",
     "scratchformer.train",
     "scratchformer.gradcheck",
     "scratchformer.tiled",

@@ -22,7 +22,9 @@ imports torch. Conventions used throughout:
 from .addition import AdditionTask
 from .attention import attention_backward, causal_mask, scaled_dot_product_attention
 from .config import DecoderOnlyConfig, EncoderConfig, ModelConfig
+from .decoder import DecoderBlock
 from .decoder_only import CausalSelfAttention, DecoderModel, DecoderOnlyBlock
+from .decoding import beam_search, greedy_decode
 from .encoder import EncoderBlock
 from .functional import softmax, softmax_backward, softmax_jacobian
 from .generation import KVCache, generate, next_token
@@ -34,19 +36,30 @@ from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
 from .positional import positional_encoding, rotation_matrix
 from .rotary import half_split_permutation, rope, rope_backward, rope_half_split
+from .seq2seq import (
+    EncoderDecoderConfig,
+    EncoderDecoderModel,
+    padding_mask,
+    sequence_cross_entropy,
+    target_mask,
+)
 from .tasks import LabellingTask, Split, Task
 from .tiled import tiled_attention
+from .translation import TranslationTask, split_german
 
 __all__ = [
     "Adam",
     "AdditionTask",
     "CausalSelfAttention",
+    "DecoderBlock",
     "DecoderModel",
     "DecoderOnlyBlock",
     "DecoderOnlyConfig",
     "Embedding",
     "EncoderBlock",
     "EncoderConfig",
+    "EncoderDecoderConfig",
+    "EncoderDecoderModel",
     "EncoderModel",
     "FeedForward",
     "KVCache",
@@ -58,19 +71,23 @@ __all__ = [
     "MultiHeadAttention",
     "Split",
     "Task",
+    "TranslationTask",
     "attention_backward",
+    "beam_search",
     "causal_mask",
     "clip_grad_norm",
     "cross_entropy",
     "generate",
     "grad_norm",
-    "half_split_permutation",
     "gradient_pairs",
+    "greedy_decode",
+    "half_split_permutation",
     "layer_norm",
     "layer_norm_backward",
     "merge_heads",
     "next_token",
     "numerical_gradient",
+    "padding_mask",
     "positional_encoding",
     "randomize_parameters",
     "relative_error",
@@ -79,10 +96,13 @@ __all__ = [
     "rope_half_split",
     "rotation_matrix",
     "scaled_dot_product_attention",
+    "sequence_cross_entropy",
     "softmax",
     "softmax_backward",
     "softmax_jacobian",
+    "split_german",
     "split_heads",
+    "target_mask",
     "tiled_attention",
     "warmup_cosine",
 ]

@@ -24,13 +24,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .decoder import DecoderBlock
 from .encoder import EncoderBlock
 from .layers import Embedding, FeedForward, LayerNorm, Linear
 from .model import EncoderModel
 from .multihead import MultiHeadAttention
 from .positional import positional_encoding
+from .seq2seq import EncoderDecoderModel
 
-__all__ = ["from_torch", "to_torch", "torch_gradients", "TorchEncoderModel"]
+__all__ = ["from_torch", "to_torch", "torch_gradients", "TorchEncoderModel",
+           "TorchEncoderDecoderModel"]
 
 
 class TorchEncoderModel(torch.nn.Module):
@@ -58,6 +61,53 @@ class TorchEncoderModel(torch.nn.Module):
         if self.final_norm is not None:
             x = self.final_norm(x)
         return self.head(x)
+
+
+class TorchEncoderDecoderModel(torch.nn.Module):
+    """The PyTorch twin of :class:`scratchformer.EncoderDecoderModel`.
+
+    Two embeddings with the same sinusoidal positions, ``nn.TransformerEncoderLayer`` and
+    ``nn.TransformerDecoderLayer`` blocks (batch first) run one by one (``nn.Transformer``
+    would add final layer norms to post-LN stacks too), final ``nn.LayerNorm`` s for pre-LN
+    models only, and a linear head. ``forward(source, target)`` takes ``LongTensor`` s
+    ``(batch, n_s)`` and ``(batch, n_t)`` and builds PyTorch's masks, whose True means
+    *blocked*: padded keys, and the future in the decoder's self-attention.
+    """
+
+    def __init__(self, source_embedding, encoder_blocks, encoder_norm, target_embedding,
+                 decoder_blocks, decoder_norm, head, pad_id):
+        super().__init__()
+        self.source_embedding = source_embedding
+        self.encoder_blocks = torch.nn.ModuleList(encoder_blocks)
+        self.encoder_norm = encoder_norm
+        self.target_embedding = target_embedding
+        self.decoder_blocks = torch.nn.ModuleList(decoder_blocks)
+        self.decoder_norm = decoder_norm
+        self.head = head
+        self.pad_id = pad_id
+
+    def _embed(self, embedding, tokens):
+        pe = torch.from_numpy(positional_encoding(tokens.shape[-1], embedding.embedding_dim))
+        return embedding(tokens) + pe.to(embedding.weight.dtype)
+
+    def forward(self, source, target):
+        """Teacher-forced logits ``(batch, n_t, target_vocab_size)``."""
+        source_pad = source == self.pad_id  # True = blocked
+        target_pad = target == self.pad_id
+        n_t = target.shape[-1]
+        future = torch.ones(n_t, n_t, dtype=torch.bool).triu(1)  # True = blocked
+        x = self._embed(self.source_embedding, source)
+        for block in self.encoder_blocks:
+            x = block(x, src_key_padding_mask=source_pad)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+        y = self._embed(self.target_embedding, target)
+        for block in self.decoder_blocks:
+            y = block(y, x, tgt_mask=future, tgt_key_padding_mask=target_pad,
+                      memory_key_padding_mask=source_pad)
+        if self.decoder_norm is not None:
+            y = self.decoder_norm(y)
+        return self.head(y)
 
 
 def _array(tensor):
@@ -125,6 +175,30 @@ def _encoder_layer_values(module, get):
     return values
 
 
+def _decoder_layer_values(module, get):
+    values = _prefixed("self_attention", _attention_values(module.self_attn, get))
+    values |= _prefixed("cross_attention", _attention_values(module.multihead_attn, get))
+    values |= _prefixed("ffn", _feed_forward_values(module.linear1, module.linear2, get))
+    for name in ("norm1", "norm2", "norm3"):
+        values |= _prefixed(name, _layer_norm_values(getattr(module, name), get))
+    return values
+
+
+def _encoder_decoder_values(module, get):
+    values = _prefixed("source_embedding", _embedding_values(module.source_embedding, get))
+    for i, block in enumerate(module.encoder_blocks):
+        values |= _prefixed(f"encoder_blocks.{i}", _encoder_layer_values(block, get))
+    if module.encoder_norm is not None:
+        values |= _prefixed("encoder_norm", _layer_norm_values(module.encoder_norm, get))
+    values |= _prefixed("target_embedding", _embedding_values(module.target_embedding, get))
+    for i, block in enumerate(module.decoder_blocks):
+        values |= _prefixed(f"decoder_blocks.{i}", _decoder_layer_values(block, get))
+    if module.decoder_norm is not None:
+        values |= _prefixed("decoder_norm", _layer_norm_values(module.decoder_norm, get))
+    values |= _prefixed("head", _linear_values(module.head, get))
+    return values
+
+
 def _encoder_model_values(module, get):
     values = _prefixed("embedding", _embedding_values(module.embedding, get))
     for i, block in enumerate(module.blocks):
@@ -150,6 +224,10 @@ def _values(module, get):
         return _encoder_layer_values(module, get)
     if isinstance(module, TorchEncoderModel):
         return _encoder_model_values(module, get)
+    if isinstance(module, torch.nn.TransformerDecoderLayer):
+        return _decoder_layer_values(module, get)
+    if isinstance(module, TorchEncoderDecoderModel):
+        return _encoder_decoder_values(module, get)
     if isinstance(module, torch.nn.LayerNorm):
         return _layer_norm_values(module, get)
     if isinstance(module, torch.nn.Linear):
@@ -159,8 +237,9 @@ def _values(module, get):
     if _is_feed_forward(module):
         return _feed_forward_values(module[0], module[2], get)
     raise TypeError(f"no conversion from {type(module).__name__}; supported: "
-                    "MultiheadAttention, TransformerEncoderLayer, LayerNorm, Linear, "
-                    "Embedding, Sequential(Linear, ReLU, Linear), TorchEncoderModel")
+                    "MultiheadAttention, TransformerEncoderLayer, TransformerDecoderLayer, "
+                    "LayerNorm, Linear, Embedding, Sequential(Linear, ReLU, Linear), "
+                    "TorchEncoderModel, TorchEncoderDecoderModel")
 
 
 # --- From PyTorch -------------------------------------------------------------------------
@@ -186,6 +265,57 @@ def _check_encoder_layer(module):
     _check_attention(module.self_attn)
 
 
+def _check_decoder_layer(module):
+    relu = module.activation is torch.nn.functional.relu or isinstance(module.activation,
+                                                                       torch.nn.ReLU)
+    if not relu:
+        raise ValueError("only the ReLU activation is supported")
+    if module.linear1.bias is None or module.norm1.bias is None:
+        raise ValueError("only layers with biases (bias=True) are supported")
+    if not module.norm1.eps == module.norm2.eps == module.norm3.eps:
+        raise ValueError("the three layer norms must share eps")
+    _check_attention(module.self_attn)
+    _check_attention(module.multihead_attn)
+
+
+def _decoder_shape(block):
+    return (block.norm_first, block.self_attn.num_heads, block.multihead_attn.num_heads,
+            block.linear1.out_features, block.norm1.eps)
+
+
+def _empty_encoder_decoder(module, dtype):
+    encoders, decoders = list(module.encoder_blocks), list(module.decoder_blocks)
+    if not encoders or len(encoders) != len(decoders):
+        raise ValueError(f"an EncoderDecoderModel has as many encoder as decoder blocks, at "
+                         f"least one, got {len(encoders)} and {len(decoders)}")
+    for i, block in enumerate(encoders):
+        _check_encoder_layer(block)
+        if _block_shape(block) != _block_shape(encoders[0]):
+            raise ValueError(f"encoder block {i} differs from encoder block 0")
+    for i, block in enumerate(decoders):
+        _check_decoder_layer(block)
+        if _decoder_shape(block) != _decoder_shape(decoders[0]):
+            raise ValueError(f"decoder block {i} differs from decoder block 0")
+    first, last = encoders[0], decoders[0]
+    if (first.norm_first, first.self_attn.num_heads, first.linear1.out_features,
+            first.norm1.eps) != (last.norm_first, last.self_attn.num_heads,
+                                 last.linear1.out_features, last.norm1.eps):
+        raise ValueError("the encoder and decoder blocks must share (norm_first, heads, "
+                         "d_ff, eps)")
+    norm = "pre" if first.norm_first else "post"
+    for name in ("encoder_norm", "decoder_norm"):
+        if (getattr(module, name) is not None) != (norm == "pre"):
+            raise ValueError(f"EncoderDecoderModel has {name} exactly when its blocks are "
+                             "pre-LN")
+    return EncoderDecoderModel(vocab_size=module.source_embedding.num_embeddings,
+                               target_vocab_size=module.target_embedding.num_embeddings,
+                               d_model=module.source_embedding.embedding_dim,
+                               n_heads=first.self_attn.num_heads,
+                               d_ff=first.linear1.out_features, n_layers=len(encoders),
+                               pad_id=module.pad_id, norm=norm, eps=first.norm1.eps,
+                               dtype=dtype)
+
+
 def _empty_layer(module):
     """A layer of the package's class for ``module``, of its sizes and dtype."""
     if not any(accepts(module) for _, accepts in _TWINS.values()):
@@ -201,6 +331,14 @@ def _empty_layer(module):
                             module.linear1.out_features,
                             norm="pre" if module.norm_first else "post",
                             eps=module.norm1.eps, dtype=dtype)
+    if isinstance(module, torch.nn.TransformerDecoderLayer):
+        _check_decoder_layer(module)
+        return DecoderBlock(module.self_attn.embed_dim, module.self_attn.num_heads,
+                            module.linear1.out_features,
+                            norm="pre" if module.norm_first else "post",
+                            eps=module.norm1.eps, dtype=dtype)
+    if isinstance(module, TorchEncoderDecoderModel):
+        return _empty_encoder_decoder(module, dtype)
     if isinstance(module, TorchEncoderModel):
         blocks = list(module.blocks)
         if not blocks:
@@ -257,6 +395,10 @@ _TWINS = {
                    lambda m: isinstance(m, torch.nn.TransformerEncoderLayer)),
     EncoderModel: ("the TorchEncoderModel that EncoderModel.to_torch makes",
                    lambda m: isinstance(m, TorchEncoderModel)),
+    DecoderBlock: ("torch.nn.TransformerDecoderLayer",
+                   lambda m: isinstance(m, torch.nn.TransformerDecoderLayer)),
+    EncoderDecoderModel: ("the TorchEncoderDecoderModel that EncoderDecoderModel.to_torch "
+                          "makes", lambda m: isinstance(m, TorchEncoderDecoderModel)),
     LayerNorm: ("torch.nn.LayerNorm", lambda m: isinstance(m, torch.nn.LayerNorm)),
     Linear: ("torch.nn.Linear", lambda m: isinstance(m, torch.nn.Linear)),
     Embedding: ("torch.nn.Embedding", lambda m: isinstance(m, torch.nn.Embedding)),
@@ -274,9 +416,11 @@ def from_torch(module, cls=None):
         ``add_zero_attn``; ``batch_first`` does not affect the weights) gives
         :class:`~scratchformer.MultiHeadAttention`; ``nn.TransformerEncoderLayer`` (ReLU,
         with biases; ``norm_first`` gives ``norm``) an :class:`~scratchformer.EncoderBlock`;
+        ``nn.TransformerDecoderLayer`` (the same) a :class:`~scratchformer.DecoderBlock`;
         ``nn.LayerNorm``, ``nn.Linear``, ``nn.Embedding`` and ``nn.Sequential(Linear, ReLU,
         Linear)`` their counterparts; :class:`TorchEncoderModel` an
-        :class:`~scratchformer.EncoderModel`.
+        :class:`~scratchformer.EncoderModel` and :class:`TorchEncoderDecoderModel` an
+        :class:`~scratchformer.EncoderDecoderModel`.
     cls : type, optional
         The class expected (``EncoderBlock.from_torch`` passes its own): a ``TypeError`` if
         ``module`` converts to another.
@@ -360,6 +504,46 @@ def _encoder_layer(block, dtype):
     return module
 
 
+def _decoder_layer(block, dtype):
+    module = torch.nn.TransformerDecoderLayer(
+        block.d_model, block.n_heads, block.ffn.params["w_1"].shape[1], dropout=0.0,
+        activation="relu", layer_norm_eps=block.norm1.eps, batch_first=True,
+        norm_first=block.norm == "pre", dtype=dtype)
+    _write_attention(module.self_attn, block.self_attention)
+    _write_attention(module.multihead_attn, block.cross_attention)
+    _write_feed_forward(module.linear1, module.linear2, block.ffn)
+    for name in ("norm1", "norm2", "norm3"):
+        _write_norm(getattr(module, name), getattr(block, name))
+    return module
+
+
+def _norm_module(norm, dtype):
+    if norm is None:
+        return None
+    module = torch.nn.LayerNorm(norm.params["gamma"].shape[0], eps=norm.eps, dtype=dtype)
+    _write_norm(module, norm)
+    return module
+
+
+def _embedding_module(embedding, dtype):
+    module = torch.nn.Embedding(*embedding.params["table"].shape, dtype=dtype)
+    _set(module.weight, embedding.params["table"])
+    return module
+
+
+def _encoder_decoder(model, dtype):
+    c = model.config
+    head = torch.nn.Linear(c.d_model, c.target_vocab_size, dtype=dtype)
+    _write_linear(head, model.head.params["w"], model.head.params["b"])
+    return TorchEncoderDecoderModel(
+        _embedding_module(model.source_embedding, dtype),
+        [_encoder_layer(block, dtype) for block in model.encoder_blocks],
+        _norm_module(model.encoder_norm, dtype),
+        _embedding_module(model.target_embedding, dtype),
+        [_decoder_layer(block, dtype) for block in model.decoder_blocks],
+        _norm_module(model.decoder_norm, dtype), head, c.pad_id)
+
+
 def _module(layer, dtype):
     """A PyTorch module of ``layer``'s type and sizes, holding its weights."""
     if isinstance(layer, MultiHeadAttention):
@@ -369,6 +553,10 @@ def _module(layer, dtype):
         return module
     if isinstance(layer, EncoderBlock):
         return _encoder_layer(layer, dtype)
+    if isinstance(layer, DecoderBlock):
+        return _decoder_layer(layer, dtype)
+    if isinstance(layer, EncoderDecoderModel):
+        return _encoder_decoder(layer, dtype)
     if isinstance(layer, EncoderModel):
         c = layer.config
         embedding = torch.nn.Embedding(c.vocab_size, c.d_model, dtype=dtype)

@@ -26,14 +26,16 @@ from .decoder_only import DecoderModel
 from .model import EncoderModel
 from .module import Layer
 from .optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
-from .tasks import LABELLINGS, LabellingTask, Task
+from .seq2seq import EncoderDecoderModel
+from .tasks import LABELLINGS, LabellingTask, Split, Task
+from .translation import TranslationTask
 
-__all__ = ["TASKS", "BOOK_MODEL", "ADDER_MODEL", "ADDER_TRAINING", "TrainConfig",
-           "TrainResult", "make_task", "book_model", "adder_model", "train_step", "train",
-           "main"]
+__all__ = ["TASKS", "BOOK_MODEL", "ADDER_MODEL", "ADDER_TRAINING", "TRANSLATION_CONFIG",
+           "TrainConfig", "TrainResult", "make_task", "book_model", "adder_model", "train_step",
+           "train", "main"]
 
 #: The tasks of the command line.
-TASKS = (*LABELLINGS, "add")
+TASKS = (*LABELLINGS, "add", "translate")
 
 #: The dimensions of the book's model (chapter "Training a Transformer in NumPy").
 BOOK_MODEL = {"d_model": 64, "n_heads": 4, "d_ff": 128, "n_layers": 2}
@@ -66,6 +68,12 @@ class TrainConfig:
             raise ValueError(f"peak_lr must be positive, got {self.peak_lr}")
 
 
+#: The settings of the command line's translation run. There are 1000 numbers in all, so
+#: the held-out sets are smaller (100 to validate, 200 to test; 700 are trained on), checked
+#: every 50 steps.
+TRANSLATION_CONFIG = TrainConfig(n_valid=100, n_test=200, eval_every=50, max_steps=3000)
+
+
 @dataclasses.dataclass
 class TrainResult:
     """What :func:`train` returns.
@@ -83,6 +91,8 @@ class TrainResult:
         Optimiser steps taken.
     seconds : float
         Wall-clock time of the training loop (evaluations included).
+    split : Split or None
+        The held-out validation and test sets the run drew (never trained on).
     """
 
     model: Layer
@@ -90,6 +100,7 @@ class TrainResult:
     test: dict
     steps: int
     seconds: float
+    split: Split | None = None
 
     @property
     def test_accuracy(self):
@@ -98,11 +109,14 @@ class TrainResult:
 
 
 def make_task(name, **options):
-    """The task of the command line called ``name`` (``reverse``, ``sort`` or ``add``)."""
+    """The task of the command line called ``name``: ``reverse``, ``sort``, ``add`` or
+    ``translate``."""
     if name in LABELLINGS:
         return LabellingTask(kind=name, **options)
     if name == "add":
         return AdditionTask(**options)
+    if name == "translate":
+        return TranslationTask(**options)
     raise ValueError(f"task must be one of {TASKS}, got {name!r}")
 
 
@@ -112,7 +126,11 @@ def _rngs(seed):
 
 
 def book_model(task, *, norm="post", seed=0, dtype=np.float32, **dims):
-    """The book's :class:`~scratchformer.EncoderModel` (:data:`BOOK_MODEL`) for a ``task``.
+    """The book's model (:data:`BOOK_MODEL`) for a ``task``.
+
+    An :class:`~scratchformer.EncoderModel` for a labelling task, an
+    :class:`~scratchformer.EncoderDecoderModel` (``n_layers`` blocks in each stack) for the
+    :class:`~scratchformer.TranslationTask`.
 
     Its weights come from the second of the two streams that ``seed`` gives; :func:`train`
     draws the data from the first, so ``train(book_model(task, seed=s), task,
@@ -123,6 +141,11 @@ def book_model(task, *, norm="post", seed=0, dtype=np.float32, **dims):
     if unknown:
         raise TypeError(f"book_model takes the dimensions {sorted(BOOK_MODEL)}, got "
                         f"{sorted(unknown)}")
+    if isinstance(task, TranslationTask):
+        return EncoderDecoderModel(vocab_size=task.vocab_size,
+                                   target_vocab_size=task.target_vocab_size,
+                                   pad_id=task.pad_id, **(BOOK_MODEL | dims), norm=norm,
+                                   rng=_rngs(seed)[1], dtype=dtype)
     return EncoderModel(vocab_size=task.vocab_size, n_classes=task.n_classes,
                         **(BOOK_MODEL | dims), norm=norm, rng=_rngs(seed)[1], dtype=dtype)
 
@@ -230,7 +253,8 @@ def train(model, task, config=TrainConfig(), *, log=None):
                 break
     seconds = time.perf_counter() - start
     return TrainResult(model=model, history={k: np.asarray(v) for k, v in history.items()},
-                       test=task.evaluate(model, split.test), steps=steps, seconds=seconds)
+                       test=task.evaluate(model, split.test), steps=steps, seconds=seconds,
+                       split=split)
 
 
 def main(argv=None):
@@ -246,7 +270,8 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--max-steps", type=int, default=None,
                         help=f"default {defaults.max_steps} "
-                             f"({ADDER_TRAINING['max_steps']} for the adder)")
+                             f"({ADDER_TRAINING['max_steps']} for the adder, "
+                             f"{TRANSLATION_CONFIG.max_steps} for translation)")
     parser.add_argument("--warmup-steps", type=int, default=None,
                         help=f"default {defaults.warmup_steps}, or max-steps / 10 if smaller")
     parser.add_argument("--quiet", action="store_true", help="print the final line only")
@@ -255,7 +280,9 @@ def main(argv=None):
     adder = isinstance(task, AdditionTask)
     if adder:
         defaults = dataclasses.replace(defaults, **ADDER_TRAINING)
-    elif args.positions is not None:
+    elif isinstance(task, TranslationTask):
+        defaults = TRANSLATION_CONFIG
+    if not adder and args.positions is not None:
         parser.error("--positions applies to the adder (--task add) only")
     max_steps = defaults.max_steps if args.max_steps is None else args.max_steps
     warmup = args.warmup_steps

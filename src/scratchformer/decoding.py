@@ -1,0 +1,159 @@
+"""Decoding: turning an encoder–decoder's next-token scores into a translation.
+
+Greedy decoding takes the most likely token at every step, for a whole batch at once, until
+each sequence has produced EOS or reached the maximum length. Beam search keeps the
+``beam_width`` most likely prefixes instead and returns the finished hypothesis of best score
+
+.. math:: s(y) = \\frac{\\log P(y \\mid x)}{|y|^{\\alpha}}
+          = \\frac{1}{|y|^{\\alpha}} \\sum_{t=1}^{|y|} \\log P(y_t \\mid y_{<t}, x),
+
+where :math:`|y|` counts the generated tokens, EOS included, and :math:`\\alpha \\ge 0` is the
+length normalisation (0: the plain log-probability, which favours short outputs; 1: the mean
+log-probability per token, the default). Both run the model inside ``inference()``: nothing
+is saved for a backward pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validation import non_negative_float, non_negative_int, positive_int, token_ids
+from .seq2seq import padding_mask
+
+__all__ = ["greedy_decode", "beam_search"]
+
+
+def _check(model, source, bos_id, eos_id, max_length):
+    config = model.config
+    source = token_ids(source, config.vocab_size, "source")
+    if source.ndim not in (1, 2):
+        raise ValueError(f"source must have shape (n_s,) or (batch, n_s), got {source.shape}")
+    max_length = positive_int(max_length, "max_length")
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+        value = non_negative_int(value, name)
+        if value >= config.target_vocab_size:
+            raise ValueError(f"{name} must lie in [0, {config.target_vocab_size}) (the "
+                             f"target vocabulary), got {value}")
+    if bos_id == eos_id:
+        raise ValueError(f"bos_id and eos_id must differ, got {bos_id} for both")
+    return source, max_length
+
+
+def _log_softmax(logits):
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def greedy_decode(model, source, *, bos_id, eos_id, max_length):
+    """The most likely next token at every step, for a batch of sources at once.
+
+    Parameters
+    ----------
+    model : EncoderDecoderModel
+    source : ndarray of int, shape (batch, n_s) or (n_s,)
+        Source ids, padded with ``model.config.pad_id``.
+    bos_id, eos_id : int
+        Target ids that start and end a translation.
+    max_length : int
+        At most this many tokens are generated (EOS included), at least 1.
+
+    Returns
+    -------
+    tokens : ndarray of int64, shape (batch, n) or (n,), n <= max_length
+        The generated tokens without BOS: each row up to and including its EOS, then
+        ``pad_id``; a row that reached ``max_length`` without EOS ends there. Generation stops
+        once every row has produced EOS.
+    """
+    source, max_length = _check(model, source, bos_id, eos_id, max_length)
+    single = source.ndim == 1
+    source = source[None] if single else source
+    pad = model.config.pad_id
+    tokens = np.full((len(source), 1), bos_id, dtype=np.int64)
+    done = np.zeros(len(source), dtype=bool)
+    with model.inference():
+        memory = model.encode(source)
+        memory_mask = padding_mask(source, pad)
+        for _ in range(max_length):
+            logits = model.decode(tokens, memory, memory_mask)[:, -1]  # (batch, K)
+            step = np.where(done, pad, logits.argmax(axis=-1))
+            tokens = np.concatenate([tokens, step[:, None]], axis=1)
+            done |= step == eos_id
+            if done.all():
+                break
+    return tokens[0, 1:] if single else tokens[:, 1:]
+
+
+def beam_search(model, source, *, bos_id, eos_id, max_length, beam_width, alpha=1.0):
+    """The best-scoring translation of each source found by a beam of ``beam_width``.
+
+    At each step every live prefix is extended by every token; the ``beam_width`` extensions
+    of highest log-probability are kept, those ending in EOS as finished hypotheses, the others
+    as the live beams of the next step (so the beam narrows as hypotheses finish). Finished
+    hypotheses are kept, scored by :math:`s(y)` of the module docstring, until no live beam can
+    beat the best of them: a live prefix of log-probability :math:`\\ell \\le 0` can reach at
+    best :math:`\\ell / L^{\\alpha}` with ``L = max_length`` (log-probabilities only fall as
+    tokens are added), so the search stops when the best finished score is at least that for
+    every live beam, when no beam is live, or at ``max_length``, where the live beams are
+    scored as they stand. With ``beam_width=1`` this is exactly :func:`greedy_decode`.
+
+    Parameters
+    ----------
+    model, source, bos_id, eos_id, max_length
+        As for :func:`greedy_decode`.
+    beam_width : int
+        Extensions kept per step, at least 1.
+    alpha : float, default 1.0
+        The length normalisation :math:`\\alpha \\ge 0`.
+
+    Returns
+    -------
+    tokens : ndarray of int64, shape (batch, n) or (n,)
+        Each source's best hypothesis without BOS, EOS included, padded with ``pad_id``.
+    scores : ndarray of float64, shape (batch,) or ()
+        Their scores :math:`s(y)`.
+    """
+    source, max_length = _check(model, source, bos_id, eos_id, max_length)
+    beam_width = positive_int(beam_width, "beam_width")
+    alpha = non_negative_float(alpha, "alpha")
+    single = source.ndim == 1
+    source = source[None] if single else source
+    best = []
+    with model.inference():
+        for row in source:
+            best.append(_beam(model, row[None], bos_id, eos_id, max_length, beam_width,
+                              alpha))
+    width = max(len(tokens) for _, tokens in best)
+    out = np.full((len(best), width), model.config.pad_id, dtype=np.int64)
+    for i, (_, tokens) in enumerate(best):
+        out[i, :len(tokens)] = tokens
+    scores = np.array([score for score, _ in best], dtype=np.float64)
+    return (out[0], scores[0]) if single else (out, scores)
+
+
+def _beam(model, source, bos_id, eos_id, max_length, beam_width, alpha):
+    """(score, tokens) of the best hypothesis for one source of shape (1, n_s)."""
+    memory = model.encode(source)  # (1, n_s, d_model): broadcasts over the beams
+    memory_mask = padding_mask(source, model.config.pad_id)
+    live_tokens = np.array([[bos_id]], dtype=np.int64)  # (beams, t + 1)
+    live_logp = np.zeros(1)  # log P of each live prefix
+    finished = []  # (score, tokens without BOS)
+    for t in range(1, max_length + 1):
+        logits = model.decode(live_tokens, memory, memory_mask)[:, -1]  # (beams, K)
+        total = (live_logp[:, None] + _log_softmax(logits.astype(np.float64))).reshape(-1)
+        top = np.argsort(-total, kind="stable")[:beam_width]  # ties: the lower index
+        beams, words = np.divmod(top, logits.shape[-1])
+        extended = np.concatenate([live_tokens[beams], words[:, None]], axis=1)
+        ends = words == eos_id
+        for tokens, logp in zip(extended[ends], total[top][ends]):
+            finished.append((float(logp) / t**alpha, tokens[1:]))
+        live_tokens, live_logp = extended[~ends], total[top][~ends]
+        if len(live_logp) == 0:
+            break
+        if t == max_length:  # out of room: the live beams are scored as they stand
+            finished += [(float(lp) / t**alpha, tokens[1:])
+                         for tokens, lp in zip(live_tokens, live_logp)]
+            break
+        bound = float(live_logp.max()) / max_length**alpha  # the best a live beam can reach
+        if finished and max(score for score, _ in finished) >= bound:
+            break
+    return max(finished, key=lambda item: item[0])  # the first of equal scores
