@@ -17,22 +17,7 @@ from hypothesis import strategies as st
 
 import scratchformer as sf
 from scratchformer.pytorch import from_torch, torch_gradients
-from test_backward import assert_gradients_match
-
-
-def assert_tiny_gradients_match(pairs, zero=()):
-    """Compare (and remove from ``pairs``) the gradients of norm below 1e-3, absolutely.
-
-    Such a gradient (a ReLU of ``d_ff = 2`` barely on, say) is within reach of the rounding
-    noise of finite differences, about 1e-11 times the loss an entry, where a relative error
-    says nothing; an absolute error below 1e-8 is asked instead.
-    """
-    tiny = [name for name, (_, numeric) in pairs.items()
-            if 0 < np.linalg.norm(numeric) < 1e-3 and name not in zero]
-    for name in tiny:
-        analytic, numeric = pairs.pop(name)
-        assert np.abs(analytic - numeric).max() < 1e-8, name
-
+from test_backward import assert_gradients_match, assert_tiny_gradients_match
 
 decoder_shapes = st.fixed_dictionaries({
     "batch": st.integers(1, 2),

@@ -20,8 +20,7 @@ from hypothesis import strategies as st
 
 import scratchformer as sf
 from scratchformer.pytorch import TorchEncoderDecoderModel, from_torch, torch_gradients
-from test_backward import assert_gradients_match
-from test_decoder import assert_tiny_gradients_match
+from test_backward import assert_gradients_match, assert_tiny_gradients_match
 
 F = torch.nn.functional
 
