@@ -74,8 +74,9 @@ def sequence_cross_entropy(logits, targets, *, pad_id=None, label_smoothing=0.0)
     Returns
     -------
     loss : float
-        :math:`-\frac{1}{T} \sum_t \sum_k q_{t,k} \log \operatorname{softmax}(z_t)_k` over the
-        :math:`T` non-pad tokens.
+        The mean of :math:`\ell_t` over the :math:`T` non-pad tokens, with
+        :math:`\ell_t = -\sum_k q_{t,k} \log p_{t,k}` and
+        :math:`p_t = \operatorname{softmax}(z_t)`.
     d_logits : ndarray, shape (..., K)
         :math:`(\operatorname{softmax}(z_t) - q_t) / T` for a non-pad token, 0 for a pad one.
 
