@@ -12,8 +12,10 @@ from __future__ import annotations
 import dataclasses
 
 from ._validation import choice, non_negative_float, positive_int
+from .module import Layer
 
-__all__ = ["NORMS", "POSITIONS", "ModelConfig", "EncoderConfig", "DecoderOnlyConfig"]
+__all__ = ["NORMS", "POSITIONS", "ModelConfig", "EncoderConfig", "DecoderOnlyConfig",
+           "ConfiguredModel"]
 
 #: Where a block's layer norms sit: after each residual addition (the original Transformer)
 #: or at the input of each sub-layer.
@@ -117,3 +119,23 @@ class DecoderOnlyConfig(ModelConfig):
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"d_model must be even (sine-cosine pairs of the positional "
                              f"encoding), got {self.d_model}")
+
+
+class ConfiguredModel(Layer):
+    """A model built from the configuration it keeps as ``config``: what every model shares.
+
+    ``d_model`` and ``norm`` are read from the configuration, and the model prints as its
+    class called with the configuration's fields, which rebuilds an untrained twin.
+    """
+
+    @property
+    def d_model(self):
+        return self.config.d_model
+
+    @property
+    def norm(self):
+        return self.config.norm
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self.config).items())
+        return f"{type(self).__name__}({fields})"

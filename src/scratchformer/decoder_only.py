@@ -10,8 +10,6 @@ the package's backward passes, as for the encoder.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from ._validation import (
@@ -24,7 +22,7 @@ from ._validation import (
     token_ids,
 )
 from .attention import causal_mask
-from .config import NORMS, DecoderOnlyConfig
+from .config import NORMS, ConfiguredModel, DecoderOnlyConfig
 from .generation import KVCache, generate
 from .layers import Embedding, FeedForward, LayerNorm, Linear
 from .module import Layer
@@ -186,7 +184,7 @@ class DecoderOnlyBlock(Layer):
         return d_y + self.norm1.backward(self.attention.backward(d_y))
 
 
-class DecoderModel(Layer):
+class DecoderModel(ConfiguredModel):
     r"""A decoder-only language model: the logits of the next token at every position.
 
     Parameters
@@ -241,10 +239,6 @@ class DecoderModel(Layer):
         if c.norm == "pre":
             self.final_norm = LayerNorm(c.d_model, eps=c.eps, dtype=dtype)
         self.head = Linear(c.d_model, c.vocab_size, rng=rng, dtype=dtype)
-
-    def __repr__(self):
-        fields = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self.config).items())
-        return f"DecoderModel({fields})"
 
     def children(self):
         layers = {"embedding": self.embedding}

@@ -8,15 +8,12 @@ attention; "Backpropagation through attention" checks its gradients.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from ._validation import floating_dtype, generator, token_ids
-from .config import EncoderConfig
+from .config import ConfiguredModel, EncoderConfig
 from .encoder import EncoderBlock
 from .layers import Embedding, LayerNorm, Linear
-from .module import Layer
 from .positional import positional_encoding
 
 __all__ = ["EncoderModel", "cross_entropy"]
@@ -77,7 +74,7 @@ def cross_entropy(logits, targets):
     return loss, d_logits.reshape(logits.shape)
 
 
-class EncoderModel(Layer):
+class EncoderModel(ConfiguredModel):
     r"""Embedding, positional encoding, encoder blocks and an output head: a label per token.
 
     Parameters
@@ -129,18 +126,6 @@ class EncoderModel(Layer):
         if c.norm == "pre":
             self.final_norm = LayerNorm(c.d_model, eps=c.eps, dtype=dtype)
         self.head = Linear(c.d_model, c.n_classes, rng=rng, dtype=dtype)
-
-    @property
-    def d_model(self):
-        return self.config.d_model
-
-    @property
-    def norm(self):
-        return self.config.norm
-
-    def __repr__(self):
-        fields = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self.config).items())
-        return f"EncoderModel({fields})"
 
     def children(self):
         layers = {"embedding": self.embedding}

@@ -23,11 +23,10 @@ from ._validation import (
     token_ids,
 )
 from .attention import causal_mask
-from .config import ModelConfig
+from .config import ConfiguredModel, ModelConfig
 from .decoder import DecoderBlock
 from .encoder import EncoderBlock
 from .layers import Embedding, LayerNorm, Linear
-from .module import Layer
 from .positional import positional_encoding
 
 __all__ = ["EncoderDecoderConfig", "EncoderDecoderModel", "padding_mask", "target_mask",
@@ -156,7 +155,7 @@ class EncoderDecoderConfig(ModelConfig):
                              f"encoding), got {self.d_model}")
 
 
-class EncoderDecoderModel(Layer):
+class EncoderDecoderModel(ConfiguredModel):
     r"""The Transformer of Vaswani et al. (2017): encoder, decoder, output head.
 
     Parameters
@@ -218,18 +217,6 @@ class EncoderDecoderModel(Layer):
             self.encoder_norm = LayerNorm(c.d_model, eps=c.eps, dtype=dtype)
             self.decoder_norm = LayerNorm(c.d_model, eps=c.eps, dtype=dtype)
         self.head = Linear(c.d_model, c.target_vocab_size, rng=rng, dtype=dtype)
-
-    @property
-    def d_model(self):
-        return self.config.d_model
-
-    @property
-    def norm(self):
-        return self.config.norm
-
-    def __repr__(self):
-        fields = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self.config).items())
-        return f"EncoderDecoderModel({fields})"
 
     def children(self):
         layers = {"source_embedding": self.source_embedding}
