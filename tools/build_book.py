@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
 FINGERPRINT = BUILD / ".inputs-fingerprint"
+RUNS = BUILD / ".runs"  # training runs shared by the chapters (scratchformer.book.runs)
 INPUTS = ("src", "requirements.txt", "pyproject.toml", "book/_ext", "tools/build_book.py")
 # Figures as pixel-doubled PNGs ("retina"): crisp on high-DPI screens, shown at their 1x size
 # (IPython records that size, and MyST-NB writes it as the image's width and height).
@@ -51,11 +52,13 @@ def main() -> int:
         print("build_book: the package or its requirements changed since the last build: "
               "clearing the execution cache and re-executing every chapter", flush=True)
         shutil.rmtree(BUILD / ".jupyter_cache", ignore_errors=True)
+        shutil.rmtree(RUNS, ignore_errors=True)
         command.append("--all")
 
     env = dict(os.environ)
     # The chapters import the package from this checkout, whichever copy of it is installed.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    env["SCRATCHFORMER_RUNS"] = str(RUNS)  # a run two chapters need is trained once
     env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"  # figures into the page
     ipython_dir = BUILD / "ipython"  # the kernels' IPython profile, with KERNEL_CONFIG
     (ipython_dir / "profile_default").mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,8 @@ Figures (:mod:`~scratchformer.book.plotting`, the only module of the package tha
 matplotlib), tables (:mod:`~scratchformer.book.display`), timing and memory measurements
 (:mod:`~scratchformer.book.timing`), the speed comparisons against PyTorch
 (:mod:`~scratchformer.book.benchmarks`), gradient diagnostics
-(:mod:`~scratchformer.book.diagnostics`) and the recurrent network of the first chapter
+(:mod:`~scratchformer.book.diagnostics`), training runs shared by the chapters of a build
+(:mod:`~scratchformer.book.runs`) and the recurrent network of the first chapter
 (:mod:`~scratchformer.book.rnn`). None of it is needed to build or train a model; the chapters
 import it as ``from scratchformer import book as sfb``.
 """
@@ -13,6 +14,7 @@ from .diagnostics import BLOCK_WEIGHTS, block_gradient_norms, gradient_norms, st
 from .display import markdown_table, weights_table
 from .plotting import attention_heads, attention_heatmap, attention_layers, curves, matrix_heatmap
 from .rnn import rnn_influence
+from .runs import train_once
 from .timing import interleaved_medians, peak_allocated
 
 __all__ = [
@@ -29,5 +31,6 @@ __all__ = [
     "peak_allocated",
     "rnn_influence",
     "stream_scales",
+    "train_once",
     "weights_table",
 ]
