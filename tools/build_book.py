@@ -6,12 +6,22 @@ exists. This script fingerprints everything the chapters execute besides their o
 package, the pinned requirements, the book's Sphinx extensions) and, when the fingerprint
 differs from that of the last successful build, clears the cache and rebuilds every page.
 
-Usage: ``python tools/build_book.py`` (``make book`` calls it). Exits with the build's status.
+Before Sphinx reads the chapters, the chapters the cache lacks are executed in parallel, two at
+a time (the machine has two cores; each kernel's BLAS gets one thread), and stored in the cache
+the way MyST-NB stores them; Sphinx then finds every chapter cached. Chapters that measure speed
+(``TIMED``) are executed after the others, alone, with BLAS's default threads, so that no other
+chapter runs while they time. A chapter that fails here is left to the Sphinx build, which
+executes it again and reports the error as usual.
+
+Usage: ``python tools/build_book.py [--serial]`` (``make book`` calls it; ``--serial`` leaves all
+execution to Sphinx, one chapter after another). Exits with the build's status.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -26,6 +36,13 @@ INPUTS = ("src", "requirements.txt", "pyproject.toml", "book/_ext", "tools/build
 # Figures as pixel-doubled PNGs ("retina"): crisp on high-DPI screens, shown at their 1x size
 # (IPython records that size, and MyST-NB writes it as the image's width and height).
 KERNEL_CONFIG = 'c.InlineBackend.figure_formats = {"retina"}\n'
+CACHE = BUILD / ".jupyter_cache"
+TIMES = BUILD / ".execution-seconds.json"  # each chapter's last execution time: longest first
+WORKERS = 2
+# Chapters that time code: executed alone, after the others, with BLAS's default threads.
+TIMED = ("book/appendix_speed.md", "book/kv_cache.md", "book/decoding.md")
+ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                                      "MKL_NUM_THREADS")}
 
 
 def fingerprint(root: Path = ROOT) -> str:
@@ -42,7 +59,91 @@ def fingerprint(root: Path = ROOT) -> str:
     return digest.hexdigest()
 
 
-def main() -> int:
+def chapters(root: Path = ROOT) -> list[Path]:
+    """The chapters of ``_toc.yml`` that hold code cells, in the order of the table of contents."""
+    import yaml
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    files = [toc["root"]] + [chapter["file"] for part in toc.get("parts", [])
+                             for chapter in part.get("chapters", [])]
+    paths = [root / (name if name.endswith(".md") else name + ".md") for name in files]
+    return [path for path in paths if path.exists() and "```{code-cell}" in path.read_text()]
+
+
+def _read_notebook(path: Path):
+    """The notebook MyST-NB makes of a chapter, with the book's MyST settings."""
+    import yaml
+    from myst_nb.core.read import read_myst_markdown_notebook
+    from myst_parser.config.main import MdParserConfig
+
+    parse = yaml.safe_load((ROOT / "_config.yml").read_text()).get("parse", {})
+    config = MdParserConfig(enable_extensions=set(parse.get("myst_enable_extensions", [])))
+    return read_myst_markdown_notebook(path.read_text(), config=config, path=path)
+
+
+def _execute(path: str, env: dict) -> tuple[str, str | None, float, str | None]:
+    """Execute one chapter in a fresh kernel (in a worker process): the executed notebook as
+    JSON, or None and the traceback."""
+    import nbformat
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    os.environ.update(env)  # the kernel inherits this process's environment
+    notebook = _read_notebook(Path(path))
+    result = single_nb_execution(notebook, cwd=str(Path(path).parent), timeout=600,
+                                 allow_errors=False, meta_override=True)
+    if result.err is not None:
+        return path, None, result.time, result.exc_string
+    return path, nbformat.writes(notebook), result.time, None
+
+
+def execute_missing(env: dict) -> None:
+    """Execute the chapters the cache lacks, in parallel, and add them to the cache."""
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    cache = get_cache(str(CACHE))
+    missing = []
+    for path in chapters():
+        try:
+            cache.match_cache_notebook(_read_notebook(path))
+        except KeyError:
+            missing.append(path)
+    if not missing:
+        return
+    times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
+    key = lambda path: -times.get(str(path.relative_to(ROOT)), 0.0)  # noqa: E731
+    timed = [p for p in missing if str(p.relative_to(ROOT)) in TIMED]
+    pooled = sorted((p for p in missing if p not in timed), key=key)
+    print(f"build_book: executing {len(missing)} chapters ({WORKERS} at a time, then "
+          f"{len(timed)} alone)", flush=True)
+
+    def store(path: str, notebook: str | None, seconds: float, error: str | None) -> None:
+        name = str(Path(path).relative_to(ROOT))
+        if error is not None:
+            print(f"build_book: {name} failed after {seconds:.1f} s; the Sphinx build will "
+                  f"execute it again and report the error", flush=True)
+            return
+        cache.cache_notebook_bundle(
+            CacheBundleIn(nbformat.reads(notebook, as_version=4), path,
+                          data={"execution_seconds": seconds}),
+            check_validity=False, overwrite=True)
+        times[name] = seconds
+        print(f"build_book: executed {name} in {seconds:.1f} s", flush=True)
+
+    context = __import__("multiprocessing").get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(WORKERS, mp_context=context) as pool:
+        futures = [pool.submit(_execute, str(p), env | ONE_THREAD) for p in pooled]
+        for future in concurrent.futures.as_completed(futures):
+            store(*future.result())
+        for path in timed:
+            store(*pool.submit(_execute, str(path), env).result())
+    TIMES.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    serial = "--serial" in argv
     current = fingerprint()
     previous = FINGERPRINT.read_text().strip() if FINGERPRINT.exists() else None
     jupyter_book = Path(sys.executable).parent / "jupyter-book"  # beside this venv's python
@@ -51,7 +152,7 @@ def main() -> int:
     if current != previous:
         print("build_book: the package or its requirements changed since the last build: "
               "clearing the execution cache and re-executing every chapter", flush=True)
-        shutil.rmtree(BUILD / ".jupyter_cache", ignore_errors=True)
+        shutil.rmtree(CACHE, ignore_errors=True)
         shutil.rmtree(RUNS, ignore_errors=True)
         command.append("--all")
 
@@ -64,13 +165,15 @@ def main() -> int:
     (ipython_dir / "profile_default").mkdir(parents=True, exist_ok=True)
     (ipython_dir / "profile_default" / "ipython_kernel_config.py").write_text(KERNEL_CONFIG)
     env["IPYTHONDIR"] = str(ipython_dir)
+    if not serial:
+        execute_missing(env)
     status = subprocess.run(command, cwd=ROOT, env=env).returncode
     if status != 0:
         FINGERPRINT.unlink(missing_ok=True)  # the next build starts from scratch again
         print(f"build_book: the build failed (exit status {status})", file=sys.stderr)
         return status
     (BUILD / "html" / ".nojekyll").touch()  # GitHub Pages would hide the _static/ folders
-    restore_downloadable_outputs(BUILD / "html" / "_sources", BUILD / ".jupyter_cache")
+    restore_downloadable_outputs(BUILD / "html" / "_sources", CACHE)
     FINGERPRINT.write_text(current + "\n")
     return 0
 
