@@ -33,7 +33,7 @@ MODULES = [
     "scratchformer.tiled",
     "scratchformer.book.plotting", "scratchformer.book.display", "scratchformer.book.timing",
     "scratchformer.book.diagnostics", "scratchformer.book.rnn", "scratchformer.book.benchmarks",
-    "scratchformer.book.runs",
+    "scratchformer.book.runs", "scratchformer.book.diagram",
     "scratchformer.pytorch",
 ]
 

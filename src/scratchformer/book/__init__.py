@@ -1,7 +1,8 @@
 """The book's tooling: what the chapters use to show, time and inspect the model.
 
-Figures (:mod:`~scratchformer.book.plotting`, the only module of the package that imports
-matplotlib), tables (:mod:`~scratchformer.book.display`), timing and memory measurements
+Figures (:mod:`~scratchformer.book.plotting` and the architecture diagram of
+:mod:`~scratchformer.book.diagram`, the only modules of the package that import matplotlib),
+tables (:mod:`~scratchformer.book.display`), timing and memory measurements
 (:mod:`~scratchformer.book.timing`), the speed comparisons against PyTorch
 (:mod:`~scratchformer.book.benchmarks`), gradient diagnostics
 (:mod:`~scratchformer.book.diagnostics`), training runs shared by the chapters of a build
@@ -11,6 +12,7 @@ import it as ``from scratchformer import book as sfb``.
 """
 
 from .diagnostics import BLOCK_WEIGHTS, block_gradient_norms, gradient_norms, stream_scales
+from .diagram import architecture
 from .display import markdown_table, weights_table
 from .plotting import attention_heads, attention_heatmap, attention_layers, curves, matrix_heatmap
 from .rnn import rnn_influence
@@ -19,6 +21,7 @@ from .timing import interleaved_medians, peak_allocated
 
 __all__ = [
     "BLOCK_WEIGHTS",
+    "architecture",
     "attention_heads",
     "attention_heatmap",
     "attention_layers",
