@@ -50,7 +50,8 @@ def clip_grad_norm(model, max_norm):
 
 
 def warmup_cosine(step, *, peak, warmup, total, final=0.0):
-    r"""Learning rate at ``step`` (counted from 0): linear warm-up, then cosine decay.
+    r"""Learning rate at ``step`` (counted from 0): linear warm-up, then
+    cosine decay.
 
     Parameters
     ----------
@@ -58,24 +59,28 @@ def warmup_cosine(step, *, peak, warmup, total, final=0.0):
     peak : float
         The rate reached at the end of the warm-up.
     warmup : int
-        Steps of linear growth from ``peak / warmup`` to ``peak``; 0 starts at ``peak``.
+        Steps of linear growth from ``peak / warmup`` to ``peak``; 0 starts
+        at ``peak``.
     total : int
-        Step at which the decay reaches ``final * peak``; later steps stay there.
+        Step at which the decay reaches ``final * peak``; later steps stay
+        there.
     final : float, default 0.0
         Fraction of ``peak`` left at the end.
 
     Notes
     -----
     .. math:: \eta_t = \eta \cdot \begin{cases} (t+1)/w & t < w \\
-              f + (1-f)\,\tfrac12\bigl(1 + \cos \pi \tfrac{t-w}{T-w}\bigr) & w \le t < T
-              \end{cases}
+              f + (1-f)\,\tfrac12\bigl(1 + \cos \pi \tfrac{t-w}{T-w}\bigr)
+              & w \le t < T \end{cases}
     """
     if warmup < 0 or total <= warmup:
-        raise ValueError(f"need 0 <= warmup < total, got warmup={warmup}, total={total}")
+        raise ValueError(f"need 0 <= warmup < total, got warmup={warmup}, "
+                         f"total={total}")
     if step < warmup:
         return peak * (step + 1) / warmup
     progress = min(1.0, (step - warmup) / (total - warmup))
-    return peak * (final + (1.0 - final) * 0.5 * (1.0 + math.cos(math.pi * progress)))
+    cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
+    return peak * (final + (1.0 - final) * cosine)
 
 
 class Adam:
