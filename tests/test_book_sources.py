@@ -13,24 +13,61 @@ INCLUDE = re.compile(r"```\{literalinclude\} (?P<path>\S+)\n(?P<options>(?::[^\n
 CHAPTERS = sorted((ROOT / "book").glob("*.md"))
 
 
+def option(options: str, name: str) -> str | None:
+    """The value of ``:name:`` among a literalinclude's options, or None."""
+    found = re.search(rf"^:{name}: *(.*)$", options, re.MULTILINE)
+    if not found:
+        return None
+    value = found[1].strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]  # MyST reads the options as YAML: quotes are not part of them
+    return value
+
+
 def shown_objects():
-    """(chapter, file, object name) for every ``literalinclude`` with ``:pyobject:``."""
+    """(chapter, file, object name, options) for every ``literalinclude`` with
+    ``:pyobject:``."""
     for chapter in CHAPTERS:
         for match in INCLUDE.finditer(chapter.read_text()):
-            name = re.search(r":pyobject: *(\S+)", match["options"])
+            name = option(match["options"], "pyobject")
             if name:
-                yield chapter.name, (chapter.parent / match["path"]).resolve(), name[1]
+                yield (chapter.name, (chapter.parent / match["path"]).resolve(), name,
+                       match["options"])
 
 
 SHOWN = list(shown_objects())
 
 
+def shown_lines(lines: list[str], options: str) -> list[str]:
+    """The lines a literalinclude shows of ``lines``, as Sphinx selects them: from the first
+    line containing ``:start-at:`` to the first after it containing ``:end-at:``, each with
+    ``:dedent:`` characters removed."""
+    start_at, end_at = option(options, "start-at"), option(options, "end-at")
+    if start_at is not None:
+        first = next((i for i, line in enumerate(lines) if start_at in line), None)
+        assert first is not None, f":start-at: {start_at!r} is not in the shown object"
+        lines = lines[first:]
+    if end_at is not None:
+        last = next((i for i, line in enumerate(lines) if end_at in line), None)
+        assert last is not None, f":end-at: {end_at!r} is not in the shown object"
+        lines = lines[:last + 1]
+    dedent = int(option(options, "dedent") or 0)
+    return [line[dedent:] for line in lines]
+
+
+def test_shown_lines_follow_start_end_and_dedent():
+    lines = ["def f():", "    a = 1", "    b = 2", "    return a + b"]
+    options = ":pyobject: f\n:start-at: a = 1\n:end-at: b = 2\n:dedent: 4\n"
+    assert shown_lines(lines, options) == ["a = 1", "b = 2"]
+    assert shown_lines(lines, ":pyobject: f\n") == lines
+
+
 def test_chapters_show_package_code():
-    assert any(name == "attention_kernel" for _, _, name in SHOWN)
+    assert any(name == "attention_kernel" for _, _, name, _ in SHOWN)
 
 
-@pytest.mark.parametrize("chapter, path, name", SHOWN, ids=[s[2] for s in SHOWN])
-def test_shown_code_fits_the_page(chapter, path, name):
+@pytest.mark.parametrize("chapter, path, name, options", SHOWN, ids=[s[2] for s in SHOWN])
+def test_shown_code_fits_the_page(chapter, path, name, options):
     source = path.read_text()
     node = ast.parse(source)
     for part in name.split("."):  # "Class.method" as Sphinx's :pyobject: reads it
@@ -39,7 +76,7 @@ def test_shown_code_fits_the_page(chapter, path, name):
         if node is None:
             break
     assert node is not None, f"{chapter} shows {name}, which {path.name} does not define"
-    lines = source.splitlines()[node.lineno - 1:node.end_lineno]
+    lines = shown_lines(source.splitlines()[node.lineno - 1:node.end_lineno], options)
     too_long = [line for line in lines if len(line) > 79]
     assert too_long == [], f"{chapter} shows {name} with lines wider than the page"
 

@@ -111,3 +111,13 @@ def test_command_line_rejects_an_unknown_task():
     completed = subprocess.run([sys.executable, "-m", "scratchformer.train", "--task", "copy"],
                                capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2 and "invalid choice: 'copy'" in completed.stderr
+
+
+def test_the_help_states_the_adders_default_positions(capsys):
+    with pytest.raises(SystemExit):
+        tr.main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    default = tr.ADDER_MODEL["positions"]
+    assert f"the adder's positions (default {default})" in help_text
+    task = sf.AdditionTask()
+    assert tr.adder_model(task).config.positions == default  # what --task add then trains

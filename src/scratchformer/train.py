@@ -266,7 +266,7 @@ def main(argv=None):
     parser.add_argument("--norm", choices=("post", "pre"), default=None,
                         help="default post (pre for the adder)")
     parser.add_argument("--positions", choices=("rotary", "sinusoidal"), default=None,
-                        help="the adder's positions (default rotary)")
+                        help=f"the adder's positions (default {ADDER_MODEL['positions']})")
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--max-steps", type=int, default=None,
                         help=f"default {defaults.max_steps} "
