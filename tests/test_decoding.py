@@ -136,6 +136,19 @@ def test_the_beams_score_is_its_normalised_log_probability(width):
         assert score == pytest.approx(expected, abs=1e-12)
 
 
+def test_sequence_log_probability_is_the_beams_unnormalised_score():
+    model, source = _model(9), _sources(9, batch=4)
+    tokens, scores = sf.beam_search(model, source, bos_id=BOS, eos_id=EOS, max_length=6,
+                                    beam_width=3, alpha=0.0)
+    log_p = sf.sequence_log_probability(model, source, tokens, bos_id=BOS)
+    np.testing.assert_allclose(log_p, scores, rtol=0, atol=1e-12)
+    for row, value, src in zip(tokens, log_p, source):
+        assert value == pytest.approx(_log_probability(model, src, np.array(_trim(row))),
+                                      abs=1e-12)
+    with pytest.raises(ValueError, match="one batch"):
+        sf.sequence_log_probability(model, source, tokens[:2], bos_id=BOS)
+
+
 def test_decoding_saves_nothing_for_backward():
     model = _model(8)
     sf.greedy_decode(model, _sources(8), bos_id=BOS, eos_id=EOS, max_length=3)

@@ -6,6 +6,10 @@
   sources and targets) and against PyTorch's autograd on the same weights, loss included.
 - What the masks promise: padding changes nothing at the real positions, the decoder does
   not look ahead, pad rows are finite.
+- Teacher forcing computes the sequential decoding steps (the chapter "The decoder"): bit for
+  bit when every step runs on the parallel pass's shape (the future filled with anything),
+  within 100 eps of the largest logit when step t runs on its t tokens alone (BLAS sums a
+  product's terms in an order that depends on the number of rows).
 """
 
 from __future__ import annotations
@@ -202,6 +206,29 @@ def test_the_decoder_does_not_look_ahead():
     other = model.forward(source, np.array([[1, 6, 2, 5]]))  # the last two tokens changed
     np.testing.assert_allclose(first[:, :2], other[:, :2], rtol=0, atol=1e-12)
     assert not np.allclose(first[:, 2:], other[:, 2:])
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_teacher_forcing_computes_the_sequential_steps(norm, dtype):
+    rng = np.random.default_rng(36)
+    model = sf.EncoderDecoderModel(vocab_size=9, target_vocab_size=34, d_model=16, n_heads=2,
+                                   d_ff=24, n_layers=2, norm=norm, rng=rng, dtype=dtype)
+    source = rng.integers(1, 9, (50, 5))
+    source[np.arange(5) >= rng.integers(1, 6, (50, 1))] = 0  # padded sources
+    target = np.concatenate([np.ones((50, 1), int), rng.integers(3, 34, (50, 6))], axis=1)
+    with model.inference():
+        memory = model.encode(source)
+        memory_mask = sf.padding_mask(source, 0)
+        parallel = model.decode(target, memory, memory_mask)
+        scale = np.finfo(dtype).eps * np.abs(parallel).max()
+        for t in range(target.shape[1]):
+            buffer = rng.integers(0, 34, target.shape)  # the future: anything
+            buffer[:, :t + 1] = target[:, :t + 1]
+            step = model.decode(buffer, memory, memory_mask)[:, t]
+            np.testing.assert_array_equal(step, parallel[:, t])
+            growing = model.decode(target[:, :t + 1], memory, memory_mask)[:, t]
+            assert np.abs(growing - parallel[:, t]).max() <= 100 * scale
 
 
 def test_the_masks():

@@ -24,7 +24,7 @@ from .attention import attention_backward, causal_mask, scaled_dot_product_atten
 from .config import DecoderOnlyConfig, EncoderConfig, ModelConfig
 from .decoder import DecoderBlock
 from .decoder_only import CausalSelfAttention, DecoderModel, DecoderOnlyBlock
-from .decoding import beam_search, greedy_decode
+from .decoding import beam_search, greedy_decode, sequence_log_probability
 from .encoder import EncoderBlock
 from .functional import softmax, softmax_backward, softmax_jacobian
 from .generation import KVCache, generate, next_token
@@ -97,6 +97,7 @@ __all__ = [
     "rotation_matrix",
     "scaled_dot_product_attention",
     "sequence_cross_entropy",
+    "sequence_log_probability",
     "softmax",
     "softmax_backward",
     "softmax_jacobian",

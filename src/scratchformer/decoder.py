@@ -129,39 +129,45 @@ class DecoderBlock(Layer):
         x : array_like, shape (..., n_t, d_model)
             The target tokens.
         memory : array_like, shape (..., n_s, d_model)
-            The encoder's output; its leading axes broadcast against those of ``x``.
+            The encoder's output; its leading axes broadcast against those
+            of ``x``.
         mask : array_like of bool or float, optional
-            The self-attention mask, broadcasting to ``(..., h, n_t, n_t)``: True = may
-            attend (usually the causal mask, combined with the target's padding).
+            The self-attention mask, broadcasting to ``(..., h, n_t, n_t)``:
+            True = may attend (usually the causal mask, combined with the
+            target's padding).
         memory_mask : array_like of bool or float, optional
-            The cross-attention mask, broadcasting to ``(..., h, n_t, n_s)`` (usually the
-            source's padding, ``(batch, 1, 1, n_s)``).
+            The cross-attention mask, broadcasting to ``(..., h, n_t, n_s)``
+            (usually the source's padding, ``(batch, 1, 1, n_s)``).
 
         Returns
         -------
         z : ndarray, shape (..., n_t, d_model)
         """
-        x = features(x, self.d_model, "x", min_ndim=2, shape_doc=f"(..., n_t, {self.d_model})")
-        memory = features(memory, self.d_model, "memory", min_ndim=2,
-                          shape_doc=f"(..., n_s, {self.d_model})")
+        d = self.d_model
+        x = features(x, d, "x", min_ndim=2, shape_doc=f"(..., n_t, {d})")
+        memory = features(memory, d, "memory", min_ndim=2,
+                          shape_doc=f"(..., n_s, {d})")
         try:
             batch = np.broadcast_shapes(x.shape[:-2], memory.shape[:-2])
         except ValueError:
-            raise ValueError(f"the leading (batch) axes of x {x.shape} and memory "
-                             f"{memory.shape} do not broadcast") from None
+            message = (f"the leading (batch) axes of x {x.shape} and memory "
+                       f"{memory.shape} do not broadcast")
+            raise ValueError(message) from None
         n_t, n_s, h = x.shape[-2], memory.shape[-2], self.n_heads
-        mask = _check_mask(mask, (*batch, h, n_t, n_t), "mask", "(..., h, n_t, n_t)")
-        memory_mask = _check_mask(memory_mask, (*batch, h, n_t, n_s), "memory_mask",
-                                  "(..., h, n_t, n_s)")
+        mask = _check_mask(mask, (*batch, h, n_t, n_t), "mask",
+                           "(..., h, n_t, n_t)")
+        memory_mask = _check_mask(memory_mask, (*batch, h, n_t, n_s),
+                                  "memory_mask", "(..., h, n_t, n_s)")
+        sa, ca, ffn = self.self_attention, self.cross_attention, self.ffn
         if self.norm == "post":
-            y1 = self.norm1.forward(x + self.self_attention.forward(x, mask=mask))
-            attended = self.cross_attention.forward(y1, mask=memory_mask, context=memory)
+            y1 = self.norm1.forward(x + sa.forward(x, mask=mask))
+            attended = ca.forward(y1, mask=memory_mask, context=memory)
             y2 = self.norm2.forward(y1 + attended)
-            return self.norm3.forward(y2 + self.ffn.forward(y2))
-        y1 = x + self.self_attention.forward(self.norm1.forward(x), mask=mask)
-        y2 = y1 + self.cross_attention.forward(self.norm2.forward(y1), mask=memory_mask,
-                                               context=memory)
-        return y2 + self.ffn.forward(self.norm3.forward(y2))
+            return self.norm3.forward(y2 + ffn.forward(y2))
+        y1 = x + sa.forward(self.norm1.forward(x), mask=mask)
+        y2 = y1 + ca.forward(self.norm2.forward(y1), mask=memory_mask,
+                             context=memory)
+        return y2 + ffn.forward(self.norm3.forward(y2))
 
     def backward(self, d_z):
         r"""Gradients for ``x`` and ``memory`` of the last :meth:`forward`.

@@ -20,7 +20,7 @@ import numpy as np
 from ._validation import non_negative_float, non_negative_int, positive_int, token_ids
 from .seq2seq import padding_mask
 
-__all__ = ["greedy_decode", "beam_search"]
+__all__ = ["greedy_decode", "beam_search", "sequence_log_probability"]
 
 
 def _check(model, source, bos_id, eos_id, max_length):
@@ -45,7 +45,7 @@ def _log_softmax(logits):
 
 
 def greedy_decode(model, source, *, bos_id, eos_id, max_length):
-    """The most likely next token at every step, for a batch of sources at once.
+    """The most likely next token at every step, for a batch of sources.
 
     Parameters
     ----------
@@ -60,9 +60,9 @@ def greedy_decode(model, source, *, bos_id, eos_id, max_length):
     Returns
     -------
     tokens : ndarray of int64, shape (batch, n) or (n,), n <= max_length
-        The generated tokens without BOS: each row up to and including its EOS, then
-        ``pad_id``; a row that reached ``max_length`` without EOS ends there. Generation stops
-        once every row has produced EOS.
+        The generated tokens without BOS: each row up to and including its
+        EOS, then ``pad_id``; a row that reached ``max_length`` without EOS
+        ends there. Generation stops once every row has produced EOS.
     """
     source, max_length = _check(model, source, bos_id, eos_id, max_length)
     single = source.ndim == 1
@@ -74,7 +74,8 @@ def greedy_decode(model, source, *, bos_id, eos_id, max_length):
         memory = model.encode(source)
         memory_mask = padding_mask(source, pad)
         for _ in range(max_length):
-            logits = model.decode(tokens, memory, memory_mask)[:, -1]  # (batch, K)
+            # (batch, n) -> (batch, n, K): the last position's scores
+            logits = model.decode(tokens, memory, memory_mask)[:, -1]
             step = np.where(done, pad, logits.argmax(axis=-1))
             tokens = np.concatenate([tokens, step[:, None]], axis=1)
             done |= step == eos_id
@@ -130,17 +131,51 @@ def beam_search(model, source, *, bos_id, eos_id, max_length, beam_width, alpha=
     return (out[0], scores[0]) if single else (out, scores)
 
 
+def sequence_log_probability(model, source, tokens, *, bos_id):
+    """The model's log-probability of each row of ``tokens``, teacher-forced.
+
+    Parameters
+    ----------
+    model : EncoderDecoderModel
+    source : ndarray of int, shape (batch, n_s)
+    tokens : ndarray of int, shape (batch, n)
+        Outputs without BOS, as :func:`greedy_decode` and :func:`beam_search` return them:
+        the tokens up to and including EOS, then ``pad_id``, which counts for nothing.
+    bos_id : int
+
+    Returns
+    -------
+    log_p : ndarray of float64, shape (batch,)
+        :math:`\\sum_t \\log P(y_t \\mid y_{<t}, x)` over the non-pad tokens, from one
+        parallel pass (chapter "The decoder": it computes what the decoding steps computed).
+    """
+    source = token_ids(source, model.config.vocab_size, "source")
+    tokens = token_ids(tokens, model.config.target_vocab_size, "tokens")
+    if source.ndim != 2 or tokens.ndim != 2 or len(source) != len(tokens):
+        raise ValueError(f"source and tokens must have shapes (batch, n_s) and (batch, n) "
+                         f"with one batch, got {source.shape} and {tokens.shape}")
+    bos = np.full((len(tokens), 1), non_negative_int(bos_id, "bos_id"), dtype=np.int64)
+    inputs = np.concatenate([bos, tokens[:, :-1]], axis=1)  # (batch, n): BOS y_1 ...
+    with model.inference():
+        logits = model.forward(source, inputs).astype(np.float64)  # (batch, n, K)
+    picked = np.take_along_axis(_log_softmax(logits), tokens[..., None], axis=-1)[..., 0]
+    return np.where(tokens != model.config.pad_id, picked, 0.0).sum(axis=-1)
+
+
 def _beam(model, source, bos_id, eos_id, max_length, beam_width, alpha):
-    """(score, tokens) of the best hypothesis for one source of shape (1, n_s)."""
-    memory = model.encode(source)  # (1, n_s, d_model): broadcasts over the beams
+    """(score, tokens) of the best hypothesis for a source (1, n_s)."""
+    memory = model.encode(source)  # (1, n_s, d_model): broadcasts over beams
     memory_mask = padding_mask(source, model.config.pad_id)
     live_tokens = np.array([[bos_id]], dtype=np.int64)  # (beams, t + 1)
     live_logp = np.zeros(1)  # log P of each live prefix
     finished = []  # (score, tokens without BOS)
     for t in range(1, max_length + 1):
-        logits = model.decode(live_tokens, memory, memory_mask)[:, -1]  # (beams, K)
-        total = (live_logp[:, None] + _log_softmax(logits.astype(np.float64))).reshape(-1)
-        top = np.argsort(-total, kind="stable")[:beam_width]  # ties: the lower index
+        # (beams, t) -> (beams, K): the scores after each live prefix
+        logits = model.decode(live_tokens, memory, memory_mask)[:, -1]
+        log_p = _log_softmax(logits.astype(np.float64))
+        total = (live_logp[:, None] + log_p).reshape(-1)  # (beams * K,)
+        # the beam_width best extensions; ties: the lower index
+        top = np.argsort(-total, kind="stable")[:beam_width]
         beams, words = np.divmod(top, logits.shape[-1])
         extended = np.concatenate([live_tokens[beams], words[:, None]], axis=1)
         ends = words == eos_id
@@ -149,11 +184,12 @@ def _beam(model, source, bos_id, eos_id, max_length, beam_width, alpha):
         live_tokens, live_logp = extended[~ends], total[top][~ends]
         if len(live_logp) == 0:
             break
-        if t == max_length:  # out of room: the live beams are scored as they stand
+        if t == max_length:  # out of room: score the live beams as they are
             finished += [(float(lp) / t**alpha, tokens[1:])
                          for tokens, lp in zip(live_tokens, live_logp)]
             break
-        bound = float(live_logp.max()) / max_length**alpha  # the best a live beam can reach
+        # the best score a live beam can still reach
+        bound = float(live_logp.max()) / max_length**alpha
         if finished and max(score for score, _ in finished) >= bound:
             break
     return max(finished, key=lambda item: item[0])  # the first of equal scores

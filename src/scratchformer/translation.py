@@ -224,8 +224,9 @@ class TranslationTask(Task):
     def loss_and_backward(self, model, batch):
         _, source, target = batch
         logits = model.forward(source, target[:, :-1])  # teacher forcing
-        loss, d_logits = sequence_cross_entropy(logits, target[:, 1:], pad_id=self.pad_id,
-                                                label_smoothing=self.label_smoothing)
+        loss, d_logits = sequence_cross_entropy(
+            logits, target[:, 1:], pad_id=self.pad_id,
+            label_smoothing=self.label_smoothing)
         model.backward(d_logits)
         return loss
 
