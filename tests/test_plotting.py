@@ -146,3 +146,57 @@ def test_matrix_heatmap_is_centred_on_zero():
     assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("dimension", "position", "PE")
     with pytest.raises(ValueError, match="matrix"):
         matrix_heatmap(np.ones(3), xlabel="x", ylabel="y")
+
+
+def all_texts(fig):
+    """Every piece of text the figure draws: titles, labels, tick labels, legends, cells."""
+    fig.canvas.draw()  # tick labels get their text when drawn
+    return [t for t in fig.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text()]
+
+
+def figures_for_the_book():
+    from scratchformer.book import attention_heads, attention_layers, curves, matrix_heatmap
+
+    rng = np.random.default_rng(0)
+    tokens = "the cat chased a mouse until it hid".split()
+    x = np.arange(1, 65)
+    return {
+        "heatmap": attention_heatmap(rng.dirichlet(np.ones(8), size=8), tokens),
+        "heads": attention_heads(rng.dirichlet(np.ones(8), size=(4, 8)), tokens),
+        "layers": attention_layers(rng.dirichlet(np.ones(10), size=(4, 4, 10)),
+                                   [f"layer {i}" for i in range(4)]),
+        "curves": curves(x, {f"series {i}": x**0.5 * i for i in range(5)}, xlabel="x",
+                         ylabel="y"),
+        "matrix": matrix_heatmap(rng.normal(size=(128, 64)), xlabel="d", ylabel="position"),
+    }
+
+
+@pytest.mark.parametrize("name", ["heatmap", "heads", "layers", "curves", "matrix"])
+def test_figures_fit_the_column_with_legible_text(name):
+    """Drawn no wider than the page's column, so shown at full size; no text below 10 pt."""
+    from scratchformer.book.plotting import COLUMN_INCHES, MIN_FONT_POINTS
+
+    fig = figures_for_the_book()[name]
+    width, _ = fig.get_size_inches()
+    assert width <= COLUMN_INCHES
+    texts = all_texts(fig)
+    assert len(texts) >= 5
+    small = [(t.get_text(), t.get_fontsize()) for t in texts
+             if t.get_fontsize() < MIN_FONT_POINTS]
+    assert small == []
+
+
+@pytest.mark.parametrize("styles", [None, "no markers"])
+def test_curves_differ_by_more_than_colour(styles):
+    """Each series has its own line style or marker, so no two differ by colour alone."""
+    from scratchformer.book import curves
+
+    x = np.arange(20)
+    series = {f"series {i}": x + i for i in range(4)}
+    if styles == "no markers":  # as chapters ask for plain lines
+        styles = {label: {"marker": ""} for label in series}
+    fig = curves(x, series, xlabel="x", ylabel="y", styles=styles)
+    looks = [(line.get_linestyle(), line.get_marker()) for line in fig.axes[0].lines]
+    assert len(set(looks)) == len(series), looks
+    colours = [line.get_color() for line in fig.axes[0].lines]
+    assert len(set(colours)) == len(series)

@@ -123,3 +123,15 @@ def test_the_chapter_titles_are_checked_in_every_place():
     assert len(places["previous/next links"]) == 2
     assert len(places["<link rel=prev/next>"]) == 2
     assert any("divide by" in title for title in places["page heading"])
+
+
+def test_the_search_index_holds_no_tex():
+    """Every title the search page can show, section and theorem titles (``alltitles``) too."""
+    path = SITE / "searchindex.js"
+    if not path.exists():
+        pytest.skip(f"no built site at {SITE}: run `make book` first (`make test` does)")
+    source = path.read_text(encoding="utf-8")
+    index = json.loads(source[source.index("(") + 1:source.rindex(")")])
+    titles = list(index["titles"]) + list(index["alltitles"])
+    assert len(index["alltitles"]) >= 50
+    assert [title for title in titles if TEX.search(title)] == []

@@ -53,8 +53,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 
     Notes
     -----
-    .. math:: \operatorname{Attention}(Q, K, V) =
-              \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right) V
+    .. math:: &\operatorname{Attention}(Q, K, V) \\
+              &\qquad = \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}} + M\right) V
 
     The leading axes of ``q``, ``k``, ``v`` (and the mask) broadcast. The dtype of the result is
     the common floating dtype of ``q``, ``k``, ``v`` (float32 stays float32; integers become
@@ -170,10 +170,12 @@ def attention_backward(d_out, q, k, v, weights):
     :math:`A = \operatorname{softmax}(S)`, :math:`O = AV`:
 
     .. math::
-        dV = A^\top dO, \quad dA = dO\, V^\top, \quad
-        dS = A \odot \bigl(dA - \operatorname{rowsum}(dA \odot A)\bigr), \quad
-        dQ = \frac{dS\, K}{\sqrt{d_k}}, \quad
+        \begin{gathered}
+        dV = A^\top dO, \qquad dA = dO\, V^\top, \\
+        dS = A \odot \bigl(dA - \operatorname{rowsum}(dA \odot A)\bigr), \\
+        dQ = \frac{dS\, K}{\sqrt{d_k}}, \qquad
         dK = \frac{dS^\top Q}{\sqrt{d_k}}.
+        \end{gathered}
 
     Derived in the chapter
     :doc:`Backpropagation through attention </book/backpropagation>`.

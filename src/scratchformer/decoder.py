@@ -74,15 +74,15 @@ class DecoderBlock(Layer):
     -----
     Post-LN, normalising after each residual addition (:math:`M` is the memory):
 
-    .. math:: y_1 = \operatorname{LN}_1(x + \operatorname{SA}(x)), \quad
-              y_2 = \operatorname{LN}_2(y_1 + \operatorname{CA}(y_1, M)), \quad
-              z = \operatorname{LN}_3(y_2 + \operatorname{FFN}(y_2)).
+    .. math:: y_1 &= \operatorname{LN}_1(x + \operatorname{SA}(x)), \\
+              y_2 &= \operatorname{LN}_2(y_1 + \operatorname{CA}(y_1, M)), \\
+              z &= \operatorname{LN}_3(y_2 + \operatorname{FFN}(y_2)).
 
     Pre-LN, normalising the input of each sub-layer (the memory is not normalised here):
 
-    .. math:: y_1 = x + \operatorname{SA}(\operatorname{LN}_1(x)), \quad
-              y_2 = y_1 + \operatorname{CA}(\operatorname{LN}_2(y_1), M), \quad
-              z = y_2 + \operatorname{FFN}(\operatorname{LN}_3(y_2)).
+    .. math:: y_1 &= x + \operatorname{SA}(\operatorname{LN}_1(x)), \\
+              y_2 &= y_1 + \operatorname{CA}(\operatorname{LN}_2(y_1), M), \\
+              z &= y_2 + \operatorname{FFN}(\operatorname{LN}_3(y_2)).
 
     These are PyTorch's ``TransformerDecoderLayer`` with ``norm_first=False`` and ``True``
     (``self_attn``, ``multihead_attn``, ``linear1``/``linear2``, ``norm1`` to ``norm3``);

@@ -214,9 +214,9 @@ class DecoderModel(ConfiguredModel):
 
     Notes
     -----
-    .. math:: X_0 = E[\text{tokens}] \;(+\, P), \qquad
-              X_\ell = \operatorname{Block}_\ell(X_{\ell-1}), \qquad
-              \text{logits} = X_L W + b,
+    .. math:: X_0 &= E[\text{tokens}] \;(+\, P), \\
+              X_\ell &= \operatorname{Block}_\ell(X_{\ell-1}), \\
+              \text{logits} &= X_L W + b,
 
     with :math:`P` the sinusoidal encoding (``positions="sinusoidal"``); logits at position
     :math:`t` depend on tokens :math:`0 .. t` only.

@@ -50,13 +50,13 @@ class EncoderBlock(Layer):
     -----
     Post-LN (Vaswani et al., 2017), normalising after each residual addition:
 
-    .. math:: y = \operatorname{LN}_1(x + \operatorname{MHA}(x)), \qquad
-              z = \operatorname{LN}_2(y + \operatorname{FFN}(y)).
+    .. math:: y &= \operatorname{LN}_1(x + \operatorname{MHA}(x)), \\
+              z &= \operatorname{LN}_2(y + \operatorname{FFN}(y)).
 
     Pre-LN, normalising the input of each sub-layer and leaving the residual path untouched:
 
-    .. math:: y = x + \operatorname{MHA}(\operatorname{LN}_1(x)), \qquad
-              z = y + \operatorname{FFN}(\operatorname{LN}_2(y)).
+    .. math:: y &= x + \operatorname{MHA}(\operatorname{LN}_1(x)), \\
+              z &= y + \operatorname{FFN}(\operatorname{LN}_2(y)).
 
     These are PyTorch's ``TransformerEncoderLayer`` with ``norm_first=False`` and ``True``.
     Derived in the chapter

@@ -42,7 +42,7 @@ def softmax(x, axis=-1):
     Notes
     -----
     .. math:: \operatorname{softmax}(x)_i = \frac{e^{x_i - m}}{\sum_j e^{x_j - m}},
-              \qquad m = \max_j x_j .
+              \quad m = \max_j x_j .
 
     Subtracting the row maximum :math:`m` changes nothing mathematically (the factor
     :math:`e^{-m}` cancels) but makes every exponent :math:`\le 0`, so ``exp`` cannot overflow

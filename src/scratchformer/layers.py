@@ -46,9 +46,11 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     Notes
     -----
     .. math::
-        y = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta,
-        \quad \mu = \frac{1}{d}\sum_j x_j,
+        \begin{gathered}
+        y = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta, \\
+        \mu = \frac{1}{d}\sum_j x_j,
         \quad \sigma^2 = \frac{1}{d}\sum_j (x_j - \mu)^2
+        \end{gathered}
 
     over the feature axis of each token separately (the biased variance, as
     in PyTorch).
@@ -109,9 +111,8 @@ def layer_norm_backward(d_y, x_hat, inv_std, gamma):
     -----
     With :math:`g = \gamma \odot dy` and means over the features of one token,
 
-    .. math:: dx = \frac{1}{\sqrt{\sigma^2+\epsilon}}
-              \left(g - \operatorname{mean}(g)
-              - \hat x\,\operatorname{mean}(g \odot \hat x)\right).
+    .. math:: dx = \frac{g - \operatorname{mean}(g)
+              - \hat x\,\operatorname{mean}(g \odot \hat x)}{\sqrt{\sigma^2+\epsilon}}.
 
     The two subtracted terms remove the components along :math:`\mathbf 1` and
     :math:`\hat x`, the directions that normalisation makes invisible (exactly

@@ -103,8 +103,9 @@ class EncoderModel(ConfiguredModel):
 
     Notes
     -----
-    .. math:: X_0 = E[\text{tokens}] + P, \qquad X_\ell = \operatorname{Block}_\ell(X_{\ell-1}),
-              \qquad \text{logits} = X_L W + b
+    .. math:: X_0 &= E[\text{tokens}] + P, \\
+              X_\ell &= \operatorname{Block}_\ell(X_{\ell-1}), \\
+              \text{logits} &= X_L W + b
 
     with :math:`P` the sinusoidal encoding of the positions (chapter
     :doc:`Positional encoding </book/positional_encoding>`). Trained in the chapter

@@ -96,10 +96,13 @@ class MultiHeadAttention(Layer):
     Notes
     -----
     .. math::
-        \operatorname{head}_i = \operatorname{Attention}(X W_Q^{(i)} + b_Q^{(i)},\;
-        C W_K^{(i)} + b_K^{(i)},\; C W_V^{(i)} + b_V^{(i)}), \qquad
+        \begin{gathered}
+        \operatorname{head}_i = \operatorname{Attention}(Q_i, K_i, V_i), \\
+        Q_i = X W_Q^{(i)} + b_Q^{(i)}, \quad K_i = C W_K^{(i)} + b_K^{(i)}, \\
+        V_i = C W_V^{(i)} + b_V^{(i)}, \\
         \operatorname{MHA}(X, C) = [\operatorname{head}_1, \dots, \operatorname{head}_h]\,
         W_O + b_O
+        \end{gathered}
 
     where :math:`C = X` for self-attention and :math:`W^{(i)}` is the ``i``-th block of
     ``d_k`` columns of ``W``. PyTorch's ``nn.MultiheadAttention`` stores the transposes:
@@ -203,8 +206,10 @@ class MultiHeadAttention(Layer):
 
         Notes
         -----
-        .. math:: dX = dQ\,W_Q^\top, \quad dC = dK\,W_K^\top + dV\,W_V^\top,
-                  \qquad dW_Q = X^\top dQ, \ \dots, \qquad dW_O = H^\top dO
+        .. math:: \begin{gathered}
+                  dX = dQ\,W_Q^\top, \quad dC = dK\,W_K^\top + dV\,W_V^\top, \\
+                  dW_Q = X^\top dQ, \ \dots, \quad dW_O = H^\top dO
+                  \end{gathered}
 
         where :math:`C = X` for self-attention (the two sums add up), :math:`H`
         is the heads' output side by side and :math:`dQ, dK, dV` come from

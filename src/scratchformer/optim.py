@@ -69,9 +69,12 @@ def warmup_cosine(step, *, peak, warmup, total, final=0.0):
 
     Notes
     -----
-    .. math:: \eta_t = \eta \cdot \begin{cases} (t+1)/w & t < w \\
-              f + (1-f)\,\tfrac12\bigl(1 + \cos \pi \tfrac{t-w}{T-w}\bigr)
-              & w \le t < T \end{cases}
+    .. math:: \begin{gathered}
+              \eta_t = \eta \cdot \begin{cases} (t+1)/w, & t < w, \\
+              f + (1-f)\, c_t, & w \le t < T,
+              \end{cases} \\
+              c_t = \tfrac12\bigl(1 + \cos \pi \tfrac{t-w}{T-w}\bigr)
+              \end{gathered}
     """
     if warmup < 0 or total <= warmup:
         raise ValueError(f"need 0 <= warmup < total, got warmup={warmup}, "
@@ -104,8 +107,9 @@ class Adam:
     with learning rate :math:`\eta_t`:
 
     .. math::
-        m \leftarrow \beta_1 m + (1-\beta_1) g, \quad v \leftarrow \beta_2 v + (1-\beta_2) g^2,
-        \quad \theta \leftarrow \theta - \eta_t\left(\frac{m/(1-\beta_1^t)}
+        m &\leftarrow \beta_1 m + (1-\beta_1) g, \\
+        v &\leftarrow \beta_2 v + (1-\beta_2) g^2, \\
+        \theta &\leftarrow \theta - \eta_t\left(\frac{m/(1-\beta_1^t)}
         {\sqrt{v/(1-\beta_2^t)} + \epsilon} + \lambda\theta\right)
 
     (Kingma and Ba, 2015; Loshchilov and Hutter, 2019), as ``torch.optim.AdamW``. Used in the

@@ -60,9 +60,9 @@ def positional_encoding(n_positions, d_model):
 
     Notes
     -----
-    .. math:: PE_{pos, 2i} = \sin(pos\,\omega_i), \quad
-              PE_{pos, 2i+1} = \cos(pos\,\omega_i), \quad
-              \omega_i = 10000^{-2i/d_\text{model}}.
+    .. math:: PE_{pos, 2i} &= \sin(pos\,\omega_i), \\
+              PE_{pos, 2i+1} &= \cos(pos\,\omega_i), \\
+              \omega_i &= 10000^{-2i/d_\text{model}}.
 
     Derived in the chapter
     :doc:`Positional encoding </book/positional_encoding>`.

@@ -81,9 +81,9 @@ def rope(x, positions):
 
     .. math::
         \begin{pmatrix} y_{2i} \\ y_{2i+1} \end{pmatrix} =
-        \begin{pmatrix} \cos m\theta_i & -\sin m\theta_i \\
-                        \sin m\theta_i & \cos m\theta_i \end{pmatrix}
-        \begin{pmatrix} x_{2i} \\ x_{2i+1} \end{pmatrix},
+        R(m\theta_i) \begin{pmatrix} x_{2i} \\ x_{2i+1} \end{pmatrix},
+        \quad R(\alpha) = \begin{pmatrix} \cos \alpha & -\sin \alpha \\
+                        \sin \alpha & \cos \alpha \end{pmatrix},
 
     so :math:`\langle \operatorname{rope}(q, m), \operatorname{rope}(k, n)\rangle` depends on
     :math:`m - n` only. Applied to queries and keys, never to values.

@@ -187,8 +187,8 @@ class EncoderDecoderModel(ConfiguredModel):
 
     Notes
     -----
-    .. math:: M = \operatorname{Enc}(E_s[x] + P), \qquad
-              \text{logits} = \operatorname{Dec}(E_t[y_{<}] + P,\; M)\, W + b
+    .. math:: M &= \operatorname{Enc}(E_s[x] + P), \\
+              \text{logits} &= \operatorname{Dec}(E_t[y_{<}] + P,\; M)\, W + b
 
     The encoder's self-attention masks padded source keys; the decoder's self-attention is
     causal and masks padded target keys; its cross-attention masks padded source keys. Every

@@ -2,6 +2,12 @@
 
 Every helper takes arrays and labels, draws on a new (or given) axes, and returns the matplotlib
 ``Figure``, so that a chapter cell ends with the figure and the tests can check what was drawn.
+
+Figures are drawn for the page's column, about 6.7 inches wide at the book's 100 dots an inch
+(``COLUMN_INCHES``): a new figure is at most that wide, so it is shown at its drawn size and its
+text (at least ``MIN_FONT_POINTS``) stays legible; panels that would not fit side by side are
+stacked. Curves differ by line style and marker as well as colour, and the colours are
+Okabe and Ito's palette, which readers with a red-green colour vision deficiency can tell apart.
 """
 
 from __future__ import annotations
@@ -10,8 +16,17 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["attention_heatmap", "attention_heads", "attention_layers", "curves",
-           "matrix_heatmap"]
+__all__ = ["COLUMN_INCHES", "MIN_FONT_POINTS", "attention_heatmap", "attention_heads",
+           "attention_layers", "curves", "matrix_heatmap"]
+
+#: Width of the page's column in inches at the figures' 100 dpi (672 px at 1280 px).
+COLUMN_INCHES = 6.7
+#: The smallest text a figure of this module writes, in points.
+MIN_FONT_POINTS = 10
+#: Okabe and Ito's colour-blind-safe palette (black left out: it is the reference lines').
+COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 def attention_heatmap(weights, query_labels=None, key_labels=None, *, ax=None, title=None,
@@ -50,26 +65,28 @@ def attention_heatmap(weights, query_labels=None, key_labels=None, *, ax=None, t
             raise ValueError(f"{name} has {len(labels)} labels for {n} rows/columns of weights")
 
     if ax is None:
-        fig, ax = plt.subplots(figsize=(0.55 * n_k + 2.2, 0.5 * n_q + 1.4), layout="constrained")
+        width = min(COLUMN_INCHES, 0.55 * n_k + 2.2)
+        fig, ax = plt.subplots(figsize=(width, 0.5 * n_q + 1.4), layout="constrained")
     fig = ax.figure
     image = ax.imshow(weights, cmap="Blues", vmin=0.0, vmax=1.0)
     if colorbar:
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
     ax.set_xticks(range(n_k), key_labels if key_labels is not None else range(n_k))
     ax.set_yticks(range(n_q), query_labels if query_labels is not None else range(n_q))
-    ax.tick_params(axis="x", labelrotation=45 if key_labels is not None else 0)
+    if key_labels is not None:  # slanted words, each ending under its own column
+        plt.setp(ax.get_xticklabels(), rotation=45, ha="right", rotation_mode="anchor")
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
     if title:
         ax.set_title(title)
     if annotate:
         for (i, j), w in np.ndenumerate(weights):
-            ax.text(j, i, f"{w:.2f}", ha="center", va="center", fontsize=8,
+            ax.text(j, i, f"{w:.2f}", ha="center", va="center", fontsize=MIN_FONT_POINTS,
                     color="white" if w > 0.55 else "black")
     return fig
 
 
-def attention_heads(weights, query_labels=None, key_labels=None, *, ncols=4, title=None,
+def attention_heads(weights, query_labels=None, key_labels=None, *, ncols=2, title=None,
                     annotate=False) -> Figure:
     """One heatmap per head, in a grid that shares one colour scale.
 
@@ -79,8 +96,8 @@ def attention_heads(weights, query_labels=None, key_labels=None, *, ncols=4, tit
         The weights of one sequence, e.g. ``MultiHeadAttention.forward(x)[1][0]``.
     query_labels, key_labels : sequence of str, optional
         As in :func:`attention_heatmap`.
-    ncols : int, default 4
-        Heads per row of the grid.
+    ncols : int, default 2
+        Heads per row of the grid (two fit the column with their token labels).
     title : str, optional
         Title of the whole figure.
     annotate : bool, default False
@@ -97,8 +114,10 @@ def attention_heads(weights, query_labels=None, key_labels=None, *, ncols=4, tit
     h, n_q, n_k = weights.shape
     ncols = min(ncols, h)
     nrows = -(-h // ncols)
+    cell = min(1.0, (COLUMN_INCHES - 1.0) / (ncols * (0.32 * n_k + 1.3)))  # fit the column
     fig, axes = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
-                             figsize=(ncols * (0.32 * n_k + 1.3), nrows * (0.3 * n_q + 1.3)))
+                             figsize=(cell * ncols * (0.32 * n_k + 1.3) + 1.0,
+                                      cell * nrows * (0.3 * n_q + 1.3) + 0.4))
     for head, ax in enumerate(axes.flat):
         if head >= h:
             ax.set_axis_off()
@@ -138,14 +157,24 @@ def attention_layers(weights, row_titles, query_labels=None, key_labels=None) ->
     rows, h, n_q, n_k = weights.shape
     if len(row_titles) != rows:
         raise ValueError(f"{len(row_titles)} row titles for {rows} rows of weights")
+    # Square heatmaps that share the column: tick labels every other position when they crowd.
+    side = min(1.6, (COLUMN_INCHES - 1.6) / h)
     fig, axes = plt.subplots(rows, h, squeeze=False, layout="constrained",
-                             figsize=(h * (0.22 * n_k + 1.0), rows * (0.22 * n_q + 1.0)))
+                             figsize=(h * side + 1.6, rows * side + 0.6))
     for (row, head), ax in np.ndenumerate(axes):
         attention_heatmap(weights[row, head], query_labels, key_labels, ax=ax,
                           annotate=False, colorbar=False,
                           title=f"head {head}" if row == 0 else None)
         ax.set_xlabel("key" if row == rows - 1 else "")
         ax.set_ylabel(f"{row_titles[row]}\nquery" if head == 0 else "")
+        step = max(1, round(max(n_q, n_k) / (side * 4)))  # about four labels an inch
+        ax.set_xticks(ax.get_xticks()[::step], [t.get_text() for t in ax.get_xticklabels()][::step])
+        ax.set_yticks(ax.get_yticks()[::step], [t.get_text() for t in ax.get_yticklabels()][::step])
+        ax.tick_params(axis="x", labelrotation=0)
+        if head:
+            ax.tick_params(labelleft=False)
+        if row < rows - 1:
+            ax.tick_params(labelbottom=False)
     fig.colorbar(axes.flat[0].images[0], ax=axes, shrink=0.8, label="attention weight")
     return fig
 
@@ -166,6 +195,8 @@ def curves(x, series, *, xlabel, ylabel, title=None, logx=False, logy=False, ax=
     ax : matplotlib.axes.Axes, optional
     styles : dict of str to dict, optional
         Extra keyword arguments for ``ax.plot`` per label (e.g. ``{"theory": {"ls": "--"}}``).
+        Without them, the ``i``-th series gets its own colour, line style and marker, so that
+        no two series differ by colour alone.
 
     Returns
     -------
@@ -177,11 +208,14 @@ def curves(x, series, *, xlabel, ylabel, title=None, logx=False, logy=False, ax=
     if ax is None:
         fig, ax = plt.subplots(figsize=(6.4, 3.8), layout="constrained")
     styles = styles or {}
-    for label, y in series.items():
+    for i, (label, y) in enumerate(series.items()):
         y = np.asarray(y, dtype=float)
         if y.shape != x.shape:
             raise ValueError(f"series {label!r} has shape {y.shape}, x has shape {x.shape}")
-        ax.plot(x, y, label=label, **{"marker": "o", "ms": 3, **styles.get(label, {})})
+        own = {"color": COLOURS[i % len(COLOURS)], "ls": LINE_STYLES[i % len(LINE_STYLES)],
+               "marker": MARKERS[i % len(MARKERS)], "ms": 4,
+               "markevery": max(1, len(x) // 12)}  # markers that do not hide the line
+        ax.plot(x, y, label=label, **{**own, **styles.get(label, {})})
     if logx:
         ax.set_xscale("log", base=2)
     if logy:
