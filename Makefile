@@ -1,4 +1,5 @@
 # The book's two everyday commands are `make book` and `make test`; both set up .venv first.
+# `make pdf` also prints the whole book as one PDF into the site (`make test` does it too).
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -9,7 +10,7 @@ INSTALL_KEY := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1
 READY := $(VENV)/.ready-$(INSTALL_KEY)
 PORT ?= 8000
 
-.PHONY: setup book test unit lint serve clean distclean
+.PHONY: setup book pdf test unit lint serve clean distclean
 
 setup: $(READY)
 
@@ -38,7 +39,13 @@ $(AXE): tools/axe/package.json tools/axe/package-lock.json
 book: $(READY)
 	$(BIN)/python tools/build_book.py
 
-test: lint book $(LINT) $(AXE)
+# The whole book as one PDF, _build/html/transformer-from-first-principles.pdf, which every page
+# links to: a single-page build from the execution cache of `make book` (nothing re-executed),
+# printed by Chromium. Without Chromium it says so and builds nothing (under CI it fails).
+pdf: book
+	$(BIN)/python tools/build_pdf.py
+
+test: lint pdf $(LINT) $(AXE)
 	$(BIN)/python -m pytest
 
 # The package's own tests, without building the book or opening a browser (about two minutes).

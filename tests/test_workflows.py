@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 LINTER = ROOT / "tools" / "actionlint"
+PDF_NAME = "transformer-from-first-principles.pdf"  # book/_ext/book_pdf.py: what pages link to
 
 
 def test_actionlint_finds_nothing():
@@ -61,10 +63,26 @@ def test_pages_publishes_main_with_least_privilege():
                                        "id-token": "write"}
     assert workflow["concurrency"]["cancel-in-progress"] is False  # one deployment at a time
     build = workflow["jobs"]["build"]["steps"]
-    assert any(step.get("run") == "make book" for step in build)
-    assert any(step.get("run", "").startswith("test -f _build/html/.nojekyll") for step in build)
+    assert any(step.get("run") == "make pdf" for step in build)  # the book, then its PDF
+    checks = [step.get("run", "") for step in build if step.get("run", "").startswith("test ")]
+    assert any("test -f _build/html/.nojekyll" in check for check in checks)
+    assert any(f"test -s _build/html/{PDF_NAME}" in check for check in checks)
     upload = next(s for s in build if s.get("uses", "").startswith("actions/upload-pages-artifact"))
     assert upload["with"]["path"] == "_build/html"
+
+
+def test_make_test_and_ci_build_the_pdf():
+    """CI runs `make test`, which builds the PDF (after the book) before the tests read it."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import book_pdf
+
+    assert book_pdf.PDF_NAME == PDF_NAME
+    makefile = (ROOT / "Makefile").read_text()
+    prerequisites = {line.split(":")[0]: line.split(":", 1)[1].split()
+                     for line in makefile.splitlines() if re.match(r"^[a-z]+:", line)}
+    assert "pdf" in prerequisites["test"] and "book" in prerequisites["pdf"]
+    assert "tools/build_pdf.py" in makefile
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
 
 
 def test_every_action_is_pinned_to_a_commit_with_its_version():
