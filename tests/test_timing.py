@@ -48,3 +48,26 @@ def test_peak_allocated_sees_numpy_buffers():
     peak, result = peak_allocated(temporary_then_small)
     assert 8_000_000 <= peak < 9_000_000
     assert result.shape == (10,)
+
+
+def test_interleaved_times_keeps_every_round_and_the_medians_are_theirs():
+    import statistics
+    import time
+
+    from scratchformer.book.timing import interleaved_times
+
+    state = {"round": 0}
+
+    def slower_each_round():
+        state["round"] += 1
+        time.sleep(0.01 * state["round"])
+
+    times = interleaved_times({"f": slower_each_round, "g": lambda: None}, repeats=3, warmup=1)
+    assert list(times) == ["f", "g"] and [len(t) for t in times.values()] == [3, 3]
+    # Rounds 2, 3, 4 of f are timed (round 1 is the warm-up), in order.
+    assert times["f"][0] < times["f"][1] < times["f"][2] and times["f"][0] >= 0.02
+    with pytest.raises(ValueError, match="repeats"):
+        interleaved_times({"f": lambda: None}, repeats=0)
+    state["round"] = 0
+    medians = interleaved_medians({"f": slower_each_round}, repeats=3, warmup=1)
+    assert 0.03 <= medians["f"] < statistics.median([0.02, 0.03, 0.04]) + 0.05

@@ -17,7 +17,7 @@ from .display import markdown_table, weights_table
 from .plotting import attention_heads, attention_heatmap, attention_layers, curves, matrix_heatmap
 from .rnn import rnn_influence
 from .runs import train_once
-from .timing import interleaved_medians, peak_allocated
+from .timing import interleaved_medians, interleaved_times, peak_allocated
 
 __all__ = [
     "BLOCK_WEIGHTS",
@@ -29,6 +29,7 @@ __all__ = [
     "curves",
     "gradient_norms",
     "interleaved_medians",
+    "interleaved_times",
     "markdown_table",
     "matrix_heatmap",
     "peak_allocated",

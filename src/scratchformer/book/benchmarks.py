@@ -7,13 +7,15 @@ machine to another; both are reported.
 
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
 
 from ..attention import scaled_dot_product_attention
 from ..fast_attention import fast_attention_output
 from ..multihead import MultiHeadAttention
 from ..tiled import tiled_attention
-from .timing import interleaved_medians, peak_allocated
+from .timing import interleaved_times, peak_allocated
 
 __all__ = ["attention_forward_speed", "tiled_attention_speed", "training_step_speed"]
 
@@ -34,7 +36,8 @@ def attention_forward_speed(ns=(512, 2048, 4096), *, d_model=512, n_heads=8, rep
     Returns
     -------
     rows : list of dict
-        One per ``n``: median seconds of each candidate, and the ratios of the package's two
+        One per ``n``: median seconds of each candidate, the fastest and slowest of its rounds
+        (``"<name> min"``, ``"<name> max"``), and the ratios of the medians of the package's two
         paths to the two PyTorch ones.
     """
     import torch
@@ -65,13 +68,16 @@ def attention_forward_speed(ns=(512, 2048, 4096), *, d_model=512, n_heads=8, rep
             with layer.inference():
                 return layer.forward(x)
 
-        medians = interleaved_medians({
+        times = interleaved_times({
             "numpy": numpy_output,
             "numpy+weights": lambda: layer.forward(x),
             "torch MHA": torch_mha,
             "torch SDPA": torch_sdpa,
         }, repeats=repeats)
-        rows.append({"n": n, **medians,
+        medians = {name: statistics.median(t) for name, t in times.items()}
+        spread = {f"{name} {end}": f(t) for name, t in times.items()
+                  for end, f in (("min", min), ("max", max))}
+        rows.append({"n": n, **medians, **spread,
                      "numpy / torch MHA": medians["numpy"] / medians["torch MHA"],
                      "numpy / torch SDPA": medians["numpy"] / medians["torch SDPA"],
                      "numpy+weights / torch MHA": medians["numpy+weights"] / medians["torch MHA"]})
@@ -93,7 +99,8 @@ def tiled_attention_speed(ns=(4096, 8192, 16384), *, n_heads=8, d_k=64, repeats=
     Returns
     -------
     rows : list of dict
-        Per ``n``: median seconds of each candidate, their ratios to ``untiled``, and the peak
+        Per ``n``: median seconds of each candidate (and the fastest and slowest round,
+        ``"<name> min"``, ``"<name> max"``), the medians' ratios to ``untiled``, and the peak
         working memory of each (bytes allocated during one call beyond its output, measured
         with :mod:`tracemalloc`).
     """
@@ -111,7 +118,10 @@ def tiled_attention_speed(ns=(4096, 8192, 16384), *, n_heads=8, d_k=64, repeats=
         for name, run in candidates.items():
             peak, _ = peak_allocated(run)
             row[f"{name} MiB"] = (peak - output_bytes) / 2**20
-        row |= interleaved_medians(candidates, repeats=repeats)
+        times = interleaved_times(candidates, repeats=repeats)
+        row |= {name: statistics.median(t) for name, t in times.items()}
+        row |= {f"{name} {end}": f(t) for name, t in times.items()
+                for end, f in (("min", min), ("max", max))}
         if "untiled" in candidates:
             row["tiled / untiled"] = row["tiled"] / row["untiled"]
             row["blocked / untiled"] = row["blocked"] / row["untiled"]
@@ -138,7 +148,9 @@ def training_step_speed(config=None, task=None, *, steps=20, repeats=5, seed=0):
     Returns
     -------
     dict
-        ``numpy`` and ``torch``: median seconds per step; ``ratio``: numpy / torch.
+        ``numpy`` and ``torch``: median seconds per step; ``numpy min``, ``numpy max``,
+        ``torch min``, ``torch max``: the fastest and slowest round, per step; ``ratio``: the
+        medians' numpy / torch.
     """
     import torch
 
@@ -178,8 +190,9 @@ def training_step_speed(config=None, task=None, *, steps=20, repeats=5, seed=0):
             torch.nn.utils.clip_grad_norm_(parameters, clip)
             torch_optimiser.step()
 
-    times = interleaved_medians({"numpy": numpy_steps, "torch": torch_steps},
-                                repeats=repeats)
-    result = {name: seconds / steps for name, seconds in times.items()}
+    times = interleaved_times({"numpy": numpy_steps, "torch": torch_steps}, repeats=repeats)
+    result = {name: statistics.median(t) / steps for name, t in times.items()}
+    result |= {f"{name} {end}": f(t) / steps for name, t in times.items()
+               for end, f in (("min", min), ("max", max))}
     result["ratio"] = result["numpy"] / result["torch"]
     return result

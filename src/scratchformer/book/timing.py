@@ -13,12 +13,12 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-__all__ = ["interleaved_medians", "peak_allocated"]
+__all__ = ["interleaved_medians", "interleaved_times", "peak_allocated"]
 
 
-def interleaved_medians(candidates: dict[str, Callable[[], object]], *, repeats: int = 5,
-                        warmup: int = 1) -> dict[str, float]:
-    """Median wall-clock seconds of each candidate, timed in interleaved rounds.
+def interleaved_times(candidates: dict[str, Callable[[], object]], *, repeats: int = 5,
+                      warmup: int = 1) -> dict[str, list[float]]:
+    """Wall-clock seconds of every timed round of each candidate, in interleaved rounds.
 
     Parameters
     ----------
@@ -31,8 +31,10 @@ def interleaved_medians(candidates: dict[str, Callable[[], object]], *, repeats:
 
     Returns
     -------
-    dict of str to float
-        Median seconds per call, in the order of ``candidates``.
+    dict of str to list of float
+        For each candidate, in the order of ``candidates``, its ``repeats`` times in seconds,
+        one per round, in the order of the rounds. Their spread (``min`` to ``max``) shows how
+        much one measurement on this machine can be trusted.
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")
@@ -49,7 +51,22 @@ def interleaved_medians(candidates: dict[str, Callable[[], object]], *, repeats:
             start = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(times[name]) for name, _ in items}
+    return times
+
+
+def interleaved_medians(candidates: dict[str, Callable[[], object]], *, repeats: int = 5,
+                        warmup: int = 1) -> dict[str, float]:
+    """Median wall-clock seconds of each candidate, timed in interleaved rounds.
+
+    The medians of :func:`interleaved_times` (same parameters).
+
+    Returns
+    -------
+    dict of str to float
+        Median seconds per call, in the order of ``candidates``.
+    """
+    times = interleaved_times(candidates, repeats=repeats, warmup=warmup)
+    return {name: statistics.median(seconds) for name, seconds in times.items()}
 
 
 def peak_allocated(run: Callable[[], object]) -> tuple[int, object]:
