@@ -42,6 +42,10 @@ def squash(text: str) -> str:
     return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
 
 
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+        "track", "wbr"}
+
+
 class _Texts(html.parser.HTMLParser):
     """The text of every element whose class list holds one of ``classes``, and every link."""
 
@@ -53,6 +57,8 @@ class _Texts(html.parser.HTMLParser):
         attrs = dict(attrs)
         if tag == "a" and attrs.get("href"):
             self.links.append(attrs)
+        if tag in VOID:
+            return
         hit = self.classes & set((attrs.get("class") or "").split())
         for entry in self._open:
             entry[1] += 1
@@ -64,7 +70,8 @@ class _Texts(html.parser.HTMLParser):
             entry[1] -= 1
             if entry[1] == 0:
                 self._open.remove(entry)
-                self.found.append((entry[2], "".join(entry[0]).strip()))
+                text = "".join(entry[0]).strip().removesuffix("#")  # the headerlink
+                self.found.append((entry[2], text.strip()))
 
     def handle_data(self, data):
         for entry in self._open:
@@ -144,7 +151,8 @@ def test_the_pdf_numbers_theorems_equations_and_figures_as_the_website_does(squa
     for file in toc_files():
         found = parse(SITE / f"{file}.html", "caption-number", "eqno").found
         numbers += [label for _, label in found]
-    assert sum(n.startswith("Theorem") for n in numbers) >= 5
+    kinds = ("Theorem", "Lemma", "Corollary", "Proposition")
+    assert sum(n.startswith(kinds) for n in numbers) >= 5
     assert sum(n.startswith("(") for n in numbers) >= 20
     assert sum(n.startswith("Fig") for n in numbers) >= 10
     absent = [n for n in numbers if squash(n) not in squashed]
