@@ -153,7 +153,7 @@ def test_the_pdf_numbers_theorems_equations_and_figures_as_the_website_does(squa
         numbers += [label for _, label in found]
     kinds = ("Theorem", "Lemma", "Corollary", "Proposition")
     assert sum(n.startswith(kinds) for n in numbers) >= 5
-    assert sum(n.startswith("(") for n in numbers) >= 20
+    assert sum(n.startswith("(") for n in numbers) >= 15
     assert sum(n.startswith("Fig") for n in numbers) >= 10
     absent = [n for n in numbers if squash(n) not in squashed]
     assert absent == [], f"numbered items of the website missing from the PDF: {absent}"
@@ -163,7 +163,11 @@ def test_the_pdf_numbers_theorems_equations_and_figures_as_the_website_does(squa
 def test_the_pdf_holds_the_bibliography(squashed):
     entries = [text for _, text in parse(SITE / "book" / "bibliography.html", "citation").found]
     assert len(entries) >= 5
-    absent = [entry[:80] for entry in entries if squash(entry) not in squashed]
+    absent = []
+    for entry in entries:  # the label ([VSP+17]) prints in a column of its own
+        label, text = re.fullmatch(r"(\[[^\]]+\])?(.*)", entry, re.DOTALL).groups()
+        if squash(text) not in squashed or (label and squash(label) not in squashed):
+            absent.append(entry[:80])
     assert absent == [], f"bibliography entries missing from the PDF: {absent}"
 
 
