@@ -84,10 +84,14 @@ def parse(path: Path, *classes: str) -> _Texts:
     return parser
 
 
-def pdf_text() -> str:
+def require_pdf() -> None:
     if not PDF.exists():
         _unavailable(f"no {PDF.relative_to(ROOT)}: run `make pdf` (`make test` does; it needs "
                      "Chromium)")
+
+
+def pdf_text() -> str:
+    require_pdf()
     from pypdf import PdfReader
 
     return "\n".join(page.extract_text() for page in PdfReader(PDF).pages)
@@ -173,7 +177,7 @@ def test_the_pdf_holds_the_bibliography(squashed):
 
 @pytest.mark.site
 def test_the_pdf_holds_every_figure():
-    pdf_text()  # skips or fails when the PDF is missing
+    require_pdf()
     from pypdf import PdfReader
 
     shown = set()
@@ -188,7 +192,7 @@ def test_the_pdf_holds_every_figure():
 @pytest.mark.site
 def test_wide_equations_were_fitted_and_nothing_was_cut():
     """The build fails when printing would cut anything; its report lists what it shrank."""
-    pdf_text()
+    require_pdf()
     report = json.loads(build_pdf.REPORT.read_text())
     assert report["pages"] >= len(toc_files())
     for equation in report["equations_set_smaller"]:
