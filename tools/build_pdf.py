@@ -56,12 +56,67 @@ FOOTER = ('<div style="width:100%;font-size:8px;color:#555;text-align:center;">'
 HEADER = ('<div style="width:100%;font-size:8px;color:#555;text-align:center;">'
           '<span class="title"></span></div>')
 
+# Run first: the single page nests every chapter inside the introduction's table of contents
+# (one ``div.toctree-wrapper`` a part of _toc.yml, the part's caption dropped). Lay it out as a
+# book: the introduction, then each part under its title, its chapters one level below (so the
+# PDF's outline reads part, chapter, section), and a list of contents, linked, where the
+# introduction showed its table of contents.
+BOOK_LAYOUT = """(parts) => {
+  document.documentElement.dataset.theme = 'light';
+  document.documentElement.classList.add('book-pdf');
+  const article = document.querySelector('article.bd-article');
+  const wrappers = [...article.querySelectorAll('div.toctree-wrapper')];
+  if (wrappers.length !== parts.length) {
+    return `${wrappers.length} tables of contents on the page, ${parts.length} parts in _toc.yml`;
+  }
+  const retag = (el, level) => {
+    const heading = document.createElement(`h${Math.min(level, 6)}`);
+    for (const {name, value} of el.attributes) heading.setAttribute(name, value);
+    heading.append(...el.childNodes);
+    el.replaceWith(heading);
+  };
+  const contents = document.createElement('nav');
+  contents.className = 'book-contents';
+  const list = document.createElement('ol');
+  contents.append(list);
+  wrappers[0].before(contents);
+  wrappers.forEach((wrapper, index) => {
+    const part = document.createElement('section');
+    part.className = 'book-part';
+    part.id = `book-part-${index + 1}`;
+    const title = document.createElement('h1');
+    title.textContent = parts[index];
+    part.append(title);
+    const entry = document.createElement('li');
+    entry.innerHTML = `<a href="#${part.id}"></a><ol></ol>`;
+    entry.firstChild.textContent = parts[index];
+    list.append(entry);
+    for (const chapter of wrapper.querySelectorAll(':scope > section')) {
+      const depth = (el) => Number(el.tagName[1]);
+      const top = depth(chapter.querySelector('h1, h2, h3, h4, h5, h6'));
+      for (const h of [...chapter.querySelectorAll('h1, h2, h3, h4, h5, h6')]) {
+        retag(h, depth(h) - top + 2);
+      }
+      const heading = chapter.querySelector('h2');
+      const item = document.createElement('li');
+      item.innerHTML = `<a href="#${chapter.id}"></a>`;
+      item.firstChild.textContent = heading.textContent.replace(/#$/, '');
+      entry.lastChild.append(item);
+      part.append(chapter);
+    }
+    article.append(part);
+    wrapper.remove();
+  });
+  return '';
+}"""
+
 # Run in the page laid out for print. Shrinks each too-wide display equation to fit (MathJax's
 # CHTML output is sized in em), then lists what still overflows its box or the page.
 FIT_AND_CHECK = """(smallest) => {
   const scaled = [];
   for (const eq of document.querySelectorAll('mjx-container[display="true"]')) {
-    const box = eq.parentElement.clientWidth;
+    const eqno = eq.parentElement.querySelector(':scope > span.eqno');
+    const box = eq.parentElement.clientWidth - (eqno ? 2 * eqno.offsetWidth + 8 : 0);
     const wide = eq.firstElementChild ? eq.firstElementChild.getBoundingClientRect().width : 0;
     if (wide > box && box > 0) {
       const factor = Math.max(smallest, Math.floor(box / wide * 100 - 1) / 100);
@@ -72,14 +127,17 @@ FIT_AND_CHECK = """(smallest) => {
     }
   }
   const article = document.querySelector('article.bd-article') || document.body;
+  const left = article.getBoundingClientRect().left - 1;
   const limit = article.getBoundingClientRect().right + 1;
   const selectors = 'mjx-container[display="true"], pre, table, img, figure, div.math';
   const cut = [...article.querySelectorAll(selectors)].filter((el) => {
     const r = el.getBoundingClientRect();
-    const inner = el.matches('mjx-container') && el.firstElementChild
-      ? el.firstElementChild.getBoundingClientRect().right : r.left + el.scrollWidth;
+    const math = el.matches('mjx-container') && el.firstElementChild
+      ? el.firstElementChild.getBoundingClientRect() : null;
+    const inner = math ? math.right : r.left + el.scrollWidth;
     const scrolls = !el.matches('img, figure') && el.scrollWidth > el.clientWidth + 1;
-    return r.width > 0 && (inner > limit || r.right > limit || scrolls);
+    return r.width > 0 && (inner > limit || r.right > limit || r.left < left
+                           || (math && math.left < left) || scrolls);
   });
   const outermost = cut.filter((el) => !cut.some((other) => other !== el && other.contains(el)));
   return {scaled, cut: outermost.map((el) => {
@@ -119,6 +177,13 @@ def build_single_page() -> None:
                  "taken from the execution cache: run `make book` first")
 
 
+_START = time.perf_counter()
+
+
+def _log(step: str) -> None:
+    print(f"build_pdf: {step} ({time.perf_counter() - _START:.0f} s)", flush=True)
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format, *args):
         pass
@@ -126,12 +191,17 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 def print_pdf(chromium: str) -> dict:
     """Typeset the single page in Chromium, fit wide equations, and print it to PDF."""
+    import yaml
     from playwright.sync_api import sync_playwright
 
     handler = functools.partial(_QuietHandler, directory=str(SINGLE))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
+    # The page holding every chapter is written as the root chapter's page (book/intro.html),
+    # yet it links its assets relative to the build's top folder, where it belongs.
+    root = yaml.safe_load((ROOT / "_toc.yml").read_text())["root"]  # book/intro
+    shutil.copyfile(SINGLE / f"{root}.html", SINGLE / "book.html")
+    url = f"http://127.0.0.1:{server.server_address[1]}/book.html"
     errors: list[str] = []
     try:
         with sync_playwright() as playwright:
@@ -143,21 +213,33 @@ def print_pdf(chromium: str) -> dict:
             page = context.new_page()
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.on("requestfailed", lambda request: errors.append(f"failed: {request.url}"))
-            page.route(lambda u: not u.startswith(url.rsplit("/", 1)[0]),
+            origin = url.split("/", 3)[:3]
+            page.route(lambda u: u.split("/", 3)[:3] != origin,
                        lambda route: route.abort())  # nothing from any other host
-            page.goto(url, wait_until="networkidle", timeout=180_000)
-            page.evaluate("() => { document.documentElement.dataset.theme = 'light';"
-                          " document.documentElement.classList.add('book-pdf'); }")
-            page.evaluate("() => MathJax.startup.promise")
+            # The single page has no search, yet the theme's template still loads its index.
+            page.route("**/searchindex.js", lambda route: route.fulfill(
+                body="", content_type="text/javascript"))
+            page.goto(url, wait_until="networkidle", timeout=600_000)
+            _log("loaded")
+            page.wait_for_function(  # MathJax loads deferred, after the page's own scripts
+                "() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                timeout=600_000)
+            page.evaluate("() => MathJax.startup.promise.then(() => true)")
             page.wait_for_function("() => document.fonts.status === 'loaded'")
             untypeset = page.evaluate(
                 "() => document.querySelectorAll('mjx-merror, .math:not(:has(mjx-container))')"
                 ".length")
+            _log("typeset")
+            toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+            problem = page.evaluate(BOOK_LAYOUT, [part["caption"] for part in toc["parts"]])
+            if problem:
+                errors.append(f"cannot lay the page out as a book: {problem}")
             page.emulate_media(media="print")
             checked = page.evaluate(FIT_AND_CHECK, SMALLEST_EQUATION)
             pdf_bytes = page.pdf(format="A4", scale=SCALE, margin=MARGIN, print_background=True,
                                  display_header_footer=True, header_template=HEADER,
-                                 footer_template=FOOTER, outline=True, tagged=True)
+                                 footer_template=FOOTER, tagged=True)
+            _log("printed")
             browser.close()
     finally:
         server.shutdown()
