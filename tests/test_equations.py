@@ -23,6 +23,7 @@ TOLERANCE = 1  # px of rounding
 
 MEASURE = r"""() => {
   const article = document.querySelector('article');
+  if (!article) return [];  // the search page has no article
   const clipping = (element) => {
     // The first box from the formula up to the article that hides part of the formula: one
     // that hides what overflows it, where the formula reaches past its edges.
