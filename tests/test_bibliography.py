@@ -51,15 +51,19 @@ def citations():
     return found
 
 
-def test_every_work_is_listed(entries):
-    assert len(entries) == len(BIB.entries)
+def test_the_cited_works_are_listed(entries):
+    """The page lists the works the chapters cite (which the citations below link to)."""
+    assert 10 <= len(entries) <= len(BIB.entries)
+    assert {target for _, _, target in citations()} <= set(entries)
 
 
 def test_labels_read_as_the_citations(entries):
     found = citations()
     assert len(found) >= 10
+    # A year-only citation ({cite:year}, after the authors named in the prose) gives the year.
     differ = [(page, cited, entries[target][0]) for page, cited, target in found
-              if cited != entries[target][0]]
+              if cited != entries[target][0]
+              and not (cited.isdigit() and entries[target][0].endswith(f", {cited}"))]
     assert differ == [], "citations whose entry is labelled otherwise:\n" + "\n".join(
         f"  {page}: cited {cited!r}, listed as {label!r}" for page, cited, label in differ)
 

@@ -23,13 +23,19 @@ TOLERANCE = 1  # px of rounding
 
 MEASURE = r"""() => {
   const article = document.querySelector('article');
+  if (!article) return [];  // the search page has no article
   const clipping = (element) => {
-    // The first element from the formula up to the article that hides what overflows it.
-    for (let node = element; node && node !== article.parentElement; node = node.parentElement) {
-      const style = getComputedStyle(node);
+    // The first box from the formula up to the article that hides part of the formula: one
+    // that hides what overflows it, where the formula reaches past its edges.
+    const formula = element.getBoundingClientRect();
+    for (let node = element.parentElement; node && node !== article.parentElement;
+         node = node.parentElement) {
       const hides = v => v === 'hidden' || v === 'clip';
-      if (node !== element && hides(style.overflowX)
-          && node.scrollWidth > node.clientWidth + 1) return node.tagName + '.' + node.className;
+      if (!hides(getComputedStyle(node).overflowX)) continue;
+      const box = node.getBoundingClientRect();
+      if (formula.right > box.right + 1 || formula.left < box.left - 1) {
+        return node.tagName + '.' + node.className;
+      }
     }
     return null;
   };

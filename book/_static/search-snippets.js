@@ -17,7 +17,7 @@ const TEX_SYMBOLS = {
 
 function texToText(tex) {
   return tex
-    .replace(/^\s*\\[(\[]|\\[)\]]\s*$/g, "")
+    .replace(/\\[()[\]]/g, " ")
     .replace(/\\(?:begin|end)\{[a-z*]+\}/g, " ")
     .replace(/\\frac\{([^{}]*)\}\{([^{}]*)\}/g, "($1)/($2)")
     .replace(/\\([A-Za-z]+)/g, (whole, name) => TEX_SYMBOLS[name] ?? "")
@@ -33,7 +33,11 @@ if (typeof Search !== "undefined" && Search.htmlToText) {
   Search.htmlToText = (htmlString, anchor) => {
     const page = new DOMParser().parseFromString(htmlString, "text/html");
     page.querySelectorAll(".math").forEach((formula) => {
-      formula.textContent = texToText(formula.textContent) + " ";
+      // The formula's own text, not its equation number (span.eqno) or the number's link.
+      const walker = page.createTreeWalker(formula, NodeFilter.SHOW_TEXT);
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        if (!node.parentElement.closest(".eqno")) node.nodeValue = texToText(node.nodeValue) + " ";
+      }
     });
     return htmlToText(page.documentElement.outerHTML, anchor);
   };

@@ -112,7 +112,8 @@ def layer_norm_backward(d_y, x_hat, inv_std, gamma):
     With :math:`g = \gamma \odot dy` and means over the features of one token,
 
     .. math:: dx = \frac{g - \operatorname{mean}(g)
-              - \hat x\,\operatorname{mean}(g \odot \hat x)}{\sqrt{\sigma^2+\epsilon}}.
+              - \hat x\,\operatorname{mean}(g \odot \hat x)}
+              {\sqrt{\sigma^2+\epsilon}}.
 
     The two subtracted terms remove the components along :math:`\mathbf 1` and
     :math:`\hat x`, the directions that normalisation makes invisible (exactly
