@@ -39,8 +39,22 @@ def visit_hidden_cell(self, node):
     self.body.append("</summary>\n")
 
 
+def share_html_handlers(app):
+    """Give the single-page build (the PDF's) every HTML handler it lacks.
+
+    Sphinx falls back to the handlers registered for "html" only while none at all are
+    registered for "singlehtml"; sphinx-exercise registers some, after which every other
+    extension's nodes (MyST-NB's hidden cells, sphinx-proof's theorems, ours) would have none.
+    """
+    handlers = app.registry.translation_handlers
+    single = handlers.setdefault("singlehtml", {})
+    for name, pair in handlers.get("html", {}).items():
+        single.setdefault(name, pair)
+
+
 def setup(app):
     app.setup_extension("myst_nb")  # its node must be registered before it is overridden
     app.add_node(nodes.citation, override=True, html=(visit_citation, depart_citation))
     app.add_node(HideCodeCellNode, override=True, html=(visit_hidden_cell, depart_HideCellInput))
+    app.connect("builder-inited", share_html_handlers)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
