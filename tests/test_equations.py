@@ -67,12 +67,22 @@ MEASURE = r"""() => {
 }"""
 
 
+# A reader who opens an exercise's solution or a hidden cell must see its formulas whole too:
+# open every dropdown and fold before measuring (a folded one hides its content on purpose).
+OPEN_FOLDED = r"""() => {
+  document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+}"""
+
+
 def formulas(browser, site_url, path, width, media="screen"):
     page, problems = visit(browser, site_url, path, {"width": width, "height": 900})
     try:
         if media == "print":
             page.emulate_media(media="print")
         wait_for_mathjax(page)
+        page.evaluate(OPEN_FOLDED)
+        page.wait_for_timeout(300)  # the dropdowns' transition
         return page.evaluate(MEASURE)
     finally:
         page.context.close()
