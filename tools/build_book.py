@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,17 +84,51 @@ def _read_notebook(path: Path):
 
 def _execute(path: str, env: dict) -> tuple[str, str | None, float, str | None]:
     """Execute one chapter in a fresh kernel (in a worker process): the executed notebook as
-    JSON, or None and the traceback."""
+    JSON, or None and the traceback.
+
+    The kernel talks over Unix sockets, not TCP ports: two kernels started at the same moment
+    by two workers cannot then pick the same port (which left one kernel silent until
+    nbclient's startup timeout). A kernel that still fails to start is tried once more; if
+    that fails too, the chapter is left to the Sphinx build, which runs it again and reports
+    the error."""
+    import tempfile
+    import traceback
+
     import nbformat
     from jupyter_cache.executors.utils import single_nb_execution
+    from jupyter_client.manager import KernelManager
 
     os.environ.update(env)  # the kernel inherits this process's environment
-    notebook = _read_notebook(Path(path))
-    result = single_nb_execution(notebook, cwd=str(Path(path).parent), timeout=600,
-                                 allow_errors=False, meta_override=True)
-    if result.err is not None:
-        return path, None, result.time, result.exc_string
-    return path, nbformat.writes(notebook), result.time, None
+    started = time.perf_counter()
+    failure = None
+    for _attempt in range(2):
+        notebook = _read_notebook(Path(path))
+        sockets = tempfile.mkdtemp(prefix="kernel-")
+        manager = KernelManager(kernel_name="python3", transport="ipc",
+                                ip=os.path.join(sockets, "k"))
+        try:
+            result = single_nb_execution(notebook, cwd=str(Path(path).parent), timeout=600,
+                                         allow_errors=False, meta_override=True,
+                                         km=manager, startup_timeout=180)
+        except Exception:  # the kernel did not start or died: not the chapter's error
+            failure = traceback.format_exc()
+            continue
+        finally:  # nbclient leaves a kernel it was handed running
+            if manager.has_kernel:
+                manager.shutdown_kernel(now=True)
+            shutil.rmtree(sockets, ignore_errors=True)
+        if result.err is not None:
+            return path, None, result.time, result.exc_string
+        return path, nbformat.writes(notebook), result.time, None
+    return path, None, time.perf_counter() - started, failure
+
+
+def _outcome(future, path: Path) -> tuple[str, str | None, float, str | None]:
+    """A worker's result, or its crash as a failure the Sphinx build will report."""
+    try:
+        return future.result()
+    except Exception as error:  # e.g. the worker process died
+        return str(path), None, 0.0, repr(error)
 
 
 def execute_missing(env: dict) -> None:
@@ -121,8 +156,10 @@ def execute_missing(env: dict) -> None:
     def store(path: str, notebook: str | None, seconds: float, error: str | None) -> None:
         name = str(Path(path).relative_to(ROOT))
         if error is not None:
-            print(f"build_book: {name} failed after {seconds:.1f} s; the Sphinx build will "
-                  f"execute it again and report the error", flush=True)
+            plain = __import__("re").sub(r"\x1b\[[0-9;]*m", "", error).strip()
+            last = plain.splitlines()[-1] if plain else "no message"
+            print(f"build_book: {name} failed after {seconds:.1f} s ({last}); the Sphinx "
+                  f"build will execute it again and report the error", flush=True)
             return
         cache.cache_notebook_bundle(
             CacheBundleIn(nbformat.reads(notebook, as_version=4), path,
@@ -135,9 +172,9 @@ def execute_missing(env: dict) -> None:
     with concurrent.futures.ProcessPoolExecutor(WORKERS, mp_context=context) as pool:
         futures = [pool.submit(_execute, str(p), env | ONE_THREAD) for p in pooled]
         for future in concurrent.futures.as_completed(futures):
-            store(*future.result())
+            store(*_outcome(future, pooled[futures.index(future)]))
         for path in timed:
-            store(*pool.submit(_execute, str(path), env).result())
+            store(*_outcome(pool.submit(_execute, str(path), env), path))
     TIMES.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
 
 
