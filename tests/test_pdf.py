@@ -38,8 +38,9 @@ def toc_files() -> list[str]:
 
 
 def squash(text: str) -> str:
-    """Text compared without regard to spacing, line breaks or sub- and superscript forms."""
-    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
+    """Text compared without regard to spacing, line breaks, sub- and superscript forms, or
+    icons (the theme draws one before a GitHub link, from an icon font's private-use area)."""
+    return re.sub(r"[\s\ue000-\uf8ff]+", "", unicodedata.normalize("NFKC", text))
 
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
