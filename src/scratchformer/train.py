@@ -155,7 +155,7 @@ ADDER_MODEL = {"d_model": 64, "n_heads": 4, "d_ff": 128, "n_layers": 2,
                "positions": "sinusoidal"}
 
 #: How the command line trains the adder (fields of :class:`TrainConfig` it changes).
-ADDER_TRAINING = {"batch_size": 128, "max_steps": 3000, "peak_lr": 3e-3, "warmup_steps": 100,
+ADDER_TRAINING = {"batch_size": 128, "max_steps": 3000, "peak_lr": 6e-3, "warmup_steps": 100,
                   "eval_every": 100, "n_valid": 500, "n_test": 1000,
                   "target_accuracy": 0.995}
 
