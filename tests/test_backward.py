@@ -30,8 +30,10 @@ def assert_gradients_match(pairs, zero=()):
             assert np.abs(analytic).max() < 1e-12, name
             assert np.abs(numeric).max() < 1e-7, name
             continue
-        if not numeric.any():  # e.g. every ReLU of a 1-unit layer off: nothing flows back
-            assert not analytic.any(), name
+        if not numeric.any():  # e.g. every ReLU of a 1-unit layer off: nothing flows back,
+            # and what the backward pass computes is zero up to rounding (a sum of products
+            # that cancel, such as 1e-17 when a query's one visible key makes its softmax 1)
+            assert np.abs(analytic).max() < 1e-12, name
             continue
         error = sf.relative_error(analytic, numeric)
         assert error < FD_TOLERANCE, f"{name}: relative error {error:.2e}"
