@@ -170,9 +170,9 @@ def execute_missing(env: dict) -> None:
 
     context = __import__("multiprocessing").get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(WORKERS, mp_context=context) as pool:
-        futures = [pool.submit(_execute, str(p), env | ONE_THREAD) for p in pooled]
+        futures = {pool.submit(_execute, str(p), env | ONE_THREAD): p for p in pooled}
         for future in concurrent.futures.as_completed(futures):
-            store(*_outcome(future, pooled[futures.index(future)]))
+            store(*_outcome(future, futures[future]))
         for path in timed:
             store(*_outcome(pool.submit(_execute, str(path), env), path))
     TIMES.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
