@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from scratchformer import fast_attention as fa
+from scratchformer._threads import blas_thread_count, blas_threads, cores, parallel_map
 from scratchformer.attention import attention_kernel, causal_mask
 from scratchformer.fast_attention import fast_attention, fast_attention_output
 
@@ -88,3 +92,44 @@ def test_overflow_is_reported_like_the_reference():
         fast_attention(big, big, big)
     with pytest.raises(ValueError, match="overflowed"):
         fast_attention_output(big, -big, big)
+
+
+@settings(max_examples=100)
+@given(problems())
+def test_heads_shared_among_threads_give_the_same_result(problem):
+    # Every problem with two or more (sequence, head) pairs takes the threaded path here.
+    q, k, v, mask, block_q = problem
+    with mock.patch.object(fa, "_PARALLEL_SCORES", 0), blas_threads(2):
+        threaded = fast_attention(q, k, v, mask, block_q=block_q)
+        threaded_out = fast_attention_output(q, k, v, mask, block_q=block_q)
+    with mock.patch.object(fa, "_PARALLEL_SCORES", 1 << 62):
+        serial = fast_attention(q, k, v, mask, block_q=block_q)
+    np.testing.assert_array_equal(threaded[0], serial[0])  # the same operations, in order
+    np.testing.assert_array_equal(threaded[1], serial[1])
+    np.testing.assert_array_equal(threaded_out, serial[0])
+
+
+def test_long_sequences_use_every_core_and_match_the_reference(monkeypatch):
+    calls = []
+
+    def spy(function, shares, workers):
+        calls.append(workers)
+        return parallel_map(function, shares, workers)
+
+    monkeypatch.setattr(fa, "parallel_map", spy)
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((4, 512, 16)).astype(np.float32) for _ in range(3))
+    mask = causal_mask(512)
+    assert 4 * 512 * 512 >= fa._PARALLEL_SCORES  # large enough for threads
+    out = fast_attention_output(q, k, v, mask)
+    expected, _ = attention_kernel(q, k, v, mask)
+    np.testing.assert_allclose(out, expected, rtol=2e-5, atol=2e-6)
+    assert calls == [min(cores(), blas_thread_count() or cores(), 4)]
+
+
+def test_an_error_in_one_thread_is_raised_to_the_caller():
+    big = np.full((4, 2, 4), 2e19, dtype=np.float32)
+    big[:2] = 1.0  # two heads are fine, two overflow
+    with mock.patch.object(fa, "_PARALLEL_SCORES", 0), blas_threads(2):
+        with pytest.raises(ValueError, match="overflowed float32"):
+            fast_attention(big, big, big)

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from ._threads import blas_thread_count, cores, parallel_map
 from .attention import _check_no_underflow
 from .functional import check_no_overflow
 
@@ -37,6 +38,10 @@ _EXP_SAFE = 30.0
 # n_k = 4096). Smaller blocks fit the 2 MB L2 better but make the GEMMs less efficient; this
 # size measured best for n_k = 2048..4096.
 _BLOCK_ELEMS = 1 << 21
+
+# From this many scores in all (heads x n_q x n_k), the heads are shared among threads, one
+# per core; below it, starting the threads would cost more than it saves.
+_PARALLEL_SCORES = 1 << 20
 
 
 def fast_attention_output(q, k, v, mask=None, *, block_q=None):
@@ -107,51 +112,61 @@ def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
     bq = max(1, min(block_q, n_q))
     out = np.empty((*batch, n_q, d_v), dtype)
     weights = np.empty((*batch, n_q, n_k), dtype) if need_weights else None
-    s_buf = np.empty((bq, n_k), dtype)  # scores of one block
-    p_buf = None if need_weights else np.empty((bq, n_k), dtype)  # their exp (else: weights)
-    m_buf = np.empty((bq, 1), dtype)  # row maxima
-    o_buf = np.empty((bq, d_v + 1), dtype)  # unnormalised outputs | row sums
-    not_buf = np.empty((bq, n_k), np.bool_) if bool_mask else None
 
-    for h in np.ndindex(*batch):
-        k_t = k_scaled[h].T  # (d_k, n_k): a transposed view, BLAS reads it as it is
-        for i0 in range(0, n_q, bq):
-            i1 = min(i0 + bq, n_q)
-            r = i1 - i0
-            s = s_buf[:r]  # (r, n_k)
-            # overflow shows up as +-inf, handled below
-            with np.errstate(over="ignore", invalid="ignore"):
-                np.matmul(q[h][i0:i1], k_t, out=s)
-            # exp into a second buffer (measured ~4% faster than in place); with weights
-            # requested, straight into the weights array.
-            p = weights[h][i0:i1] if need_weights else p_buf[:r]  # (r, n_k)
-            m_blk = None if mask is None else mask[h][i0:i1]  # (r, n_k) view
-            if skip_max_ok and bound[h][i0:i1].max() <= _EXP_SAFE:
-                np.exp(s, out=p)
-                if bool_mask:
-                    np.multiply(p, m_blk, out=p)  # blocked pairs get weight exactly 0
-            else:
-                if bool_mask:
-                    np.copyto(s, -np.inf, where=np.logical_not(m_blk, out=not_buf[:r]))
-                elif m_blk is not None:
-                    s += m_blk  # float mask: 0 allows, -inf blocks
-                m = np.max(s, axis=-1, keepdims=True, out=m_buf[:r])  # (r, 1)
-                check_no_overflow(m)
-                _check_no_underflow(np.isneginf(m), m_blk)
-                np.maximum(m, finfo.min, out=m)  # all -inf row: subtract a finite number
-                s -= m  # every entry <= 0: exp cannot overflow
-                np.exp(s, out=p)
-            o = o_buf[:r]  # (r, d_v + 1)
-            with np.errstate(over="ignore", invalid="ignore"):
-                np.matmul(p, v_ones[h], out=o)
-            total = o[:, d_v:]  # (r, 1) row sums: >= e^-30 (or >= 1), or 0 in fully masked rows
-            np.maximum(total, finfo.tiny, out=total)  # ... whose zeros then stay zeros
-            if np.isfinite(o).all():
-                np.divide(o[:, :d_v], total, out=out[h][i0:i1])
-            else:  # values near the dtype's limit: normalise the weights before summing
-                total = p.sum(axis=-1, keepdims=True)  # (r, 1)
-                np.maximum(total, finfo.tiny, out=total)
-                np.matmul(p / total, v_ones[h][:, :d_v], out=out[h][i0:i1])
-            if need_weights:
-                np.divide(p, total, out=p)
+    def attend(heads):
+        """Every block of the given (sequence, head) pairs, in buffers of its own."""
+        s_buf = np.empty((bq, n_k), dtype)  # scores of one block
+        p_buf = None if need_weights else np.empty((bq, n_k), dtype)  # their exp
+        m_buf = np.empty((bq, 1), dtype)  # row maxima
+        o_buf = np.empty((bq, d_v + 1), dtype)  # unnormalised outputs | row sums
+        not_buf = np.empty((bq, n_k), np.bool_) if bool_mask else None
+        for h in heads:
+            k_t = k_scaled[h].T  # (d_k, n_k): a transposed view, BLAS reads it as it is
+            for i0 in range(0, n_q, bq):
+                i1 = min(i0 + bq, n_q)
+                r = i1 - i0
+                s = s_buf[:r]  # (r, n_k)
+                # overflow shows up as +-inf, handled below
+                with np.errstate(over="ignore", invalid="ignore"):
+                    np.matmul(q[h][i0:i1], k_t, out=s)
+                # exp into a second buffer (measured ~4% faster than in place); with
+                # weights requested, straight into the weights array.
+                p = weights[h][i0:i1] if need_weights else p_buf[:r]  # (r, n_k)
+                m_blk = None if mask is None else mask[h][i0:i1]  # (r, n_k) view
+                if skip_max_ok and bound[h][i0:i1].max() <= _EXP_SAFE:
+                    np.exp(s, out=p)
+                    if bool_mask:
+                        np.multiply(p, m_blk, out=p)  # blocked pairs get weight exactly 0
+                else:
+                    if bool_mask:
+                        np.copyto(s, -np.inf, where=np.logical_not(m_blk, out=not_buf[:r]))
+                    elif m_blk is not None:
+                        s += m_blk  # float mask: 0 allows, -inf blocks
+                    m = np.max(s, axis=-1, keepdims=True, out=m_buf[:r])  # (r, 1)
+                    check_no_overflow(m)
+                    _check_no_underflow(np.isneginf(m), m_blk)
+                    np.maximum(m, finfo.min, out=m)  # all -inf row: subtract a finite number
+                    s -= m  # every entry <= 0: exp cannot overflow
+                    np.exp(s, out=p)
+                o = o_buf[:r]  # (r, d_v + 1)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    np.matmul(p, v_ones[h], out=o)
+                total = o[:, d_v:]  # (r, 1) row sums: >= e^-30 (or >= 1), or 0 if all masked
+                np.maximum(total, finfo.tiny, out=total)  # ... whose zeros then stay zeros
+                if np.isfinite(o).all():
+                    np.divide(o[:, :d_v], total, out=out[h][i0:i1])
+                else:  # values near the dtype's limit: normalise the weights before summing
+                    total = p.sum(axis=-1, keepdims=True)  # (r, 1)
+                    np.maximum(total, finfo.tiny, out=total)
+                    np.matmul(p / total, v_ones[h][:, :d_v], out=out[h][i0:i1])
+                if need_weights:
+                    np.divide(p, total, out=p)
+
+    heads = list(np.ndindex(*batch))
+    workers = 1
+    if len(heads) * n_q * n_k >= _PARALLEL_SCORES:  # as many threads as BLAS would use
+        workers = min(cores(), blas_thread_count() or cores(), len(heads))
+    # The heads are independent: each thread attends with its share, into its slices of
+    # ``out`` and ``weights``, with BLAS on one thread (module ``_threads``).
+    parallel_map(attend, [heads[i::workers] for i in range(workers)], workers)
     return out, weights

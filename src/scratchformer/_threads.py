@@ -1,0 +1,141 @@
+"""Running independent pieces of NumPy work on several cores at once.
+
+NumPy's elementwise functions (``np.exp``, ``np.multiply``, ...) run on one core, while its
+matrix products run on all of them through the BLAS library. Attention alternates between the
+two, so for half its time one core idles. :func:`parallel_map` runs independent pieces of work
+(the heads of attention) in threads, one per core; NumPy releases Python's lock inside both its
+elementwise loops and its matrix products, so the threads run at the same time.
+
+Inside those threads the BLAS library must not start threads of its own (two threads each
+asking BLAS for two would put four on two cores). :func:`blas_threads` limits BLAS's threads for
+the duration of a ``with`` block and restores the previous number on exit, also after an
+exception. The number is the BLAS library's own, for the whole process (OpenBLAS, which NumPy's
+wheels ship, keeps one count for all threads: its ``openblas_set_num_threads_local`` sets that
+count too), so the blocks are serialised by a lock, and while one is open BLAS calls from other
+Python threads run on one thread as well; nothing outlives the block. Without OpenBLAS it does
+nothing and :data:`BLAS_THREAD_CONTROL` is False: the results are the same, only slower when
+the threads oversubscribe the cores.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import ctypes
+import os
+import threading
+
+__all__ = ["BLAS_THREAD_CONTROL", "blas_thread_count", "blas_threads", "cores", "parallel_map"]
+
+
+def _find_controls():
+    """``(set, get)`` of the OpenBLAS NumPy loaded, or ``(None, None)``.
+
+    ``set`` is ``openblas_set_num_threads_local``, which sets OpenBLAS's thread count and
+    returns the previous one (OpenBLAS 0.3.27 and later); ``get`` reads the count
+    (``openblas_get_num_threads``, with the symbol prefix of NumPy's wheels when it has one).
+    """
+    import numpy as np
+
+    np.dot(np.ones((2, 2)), np.ones((2, 2)))  # make sure BLAS is loaded
+    try:
+        with open("/proc/self/maps") as maps:  # the shared libraries this process has loaded
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
+    except OSError:  # not Linux
+        return None, None
+    for path in sorted(paths):
+        try:
+            library = ctypes.CDLL(path)  # already loaded: the same library, not a second copy
+        except OSError:
+            continue
+        setter = getattr(library, "openblas_set_num_threads_local", None)
+        getters = [getattr(library, name, None) for name in (
+            "scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
+            "openblas_get_num_threads")]
+        getter = next((g for g in getters if g is not None), None)
+        if setter is not None and getter is not None:
+            setter.argtypes, setter.restype = [ctypes.c_int], ctypes.c_int
+            getter.argtypes, getter.restype = [], ctypes.c_int
+            return setter, getter
+    return None, None
+
+
+_SET, _GET = _find_controls()
+BLAS_THREAD_CONTROL = _SET is not None
+"""Whether :func:`blas_threads` can set the number of threads BLAS uses."""
+_BLAS_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def blas_threads(n: int):
+    """Within the block, BLAS uses at most ``n`` threads; the previous number is restored.
+
+    One block at a time in the process (a lock); see the module for what that means for other
+    threads. Without OpenBLAS this does nothing.
+    """
+    if _SET is None:
+        yield
+        return
+    with _BLAS_LOCK:
+        previous = _SET(int(n))
+        try:
+            yield
+        finally:
+            _SET(previous)
+
+
+def blas_thread_count() -> int | None:
+    """The number of threads BLAS uses now, or None without OpenBLAS."""
+    return None if _GET is None else int(_GET())
+
+
+def cores() -> int:
+    """The number of cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
+    """One pool for the process, created on first use (threads are started once)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._max_workers < workers:
+            _POOL = concurrent.futures.ThreadPoolExecutor(
+                max_workers=workers, thread_name_prefix="scratchformer")
+        return _POOL
+
+
+def parallel_map(function, items, workers: int | None = None):
+    """``[function(item) for item in items]``, the items shared among threads.
+
+    ``workers`` threads (default: as many as BLAS would use, which is one per core unless
+    ``OPENBLAS_NUM_THREADS`` or the like says less; at most one per item) each take a share of the
+    items, with BLAS limited to one thread meanwhile (:func:`blas_threads`). With one worker,
+    or when called from inside one of these threads, everything runs in the calling thread.
+    The first exception raised by ``function`` is raised here, after every thread has stopped.
+    """
+    items = list(items)
+    if workers is None:
+        workers = min(cores(), blas_thread_count() or cores())
+    workers = min(workers, len(items))
+    if workers <= 1 or threading.current_thread().name.startswith("scratchformer"):
+        return [function(item) for item in items]
+
+    def run(share):
+        return [function(item) for item in share]
+
+    shares = [items[i::workers] for i in range(workers)]  # round robin: similar amounts
+    with blas_threads(1):
+        futures = [_pool(workers).submit(run, share) for share in shares]
+        concurrent.futures.wait(futures)
+    results = [future.result() for future in futures]  # raises the first exception
+    ordered = [None] * len(items)
+    for i, share in enumerate(results):
+        ordered[i::workers] = share
+    return ordered
