@@ -42,13 +42,15 @@ def tolerance(dtype, q, k):
     return 1e-12 * max(1.0, scores) if dtype == np.float64 else 2e-5 * max(1.0, scores / 10)
 
 
-@settings(max_examples=200)
-@given(problems())
-def test_same_output_and_weights_as_the_reference(problem):
+@settings(max_examples=300)
+@given(problems(), st.integers(1, 12))
+def test_same_output_and_weights_as_the_reference(problem, key_block):
+    # key_block < n_k: the keys are taken in blocks (on the path without the row maximum)
     q, k, v, mask, block_q = problem
     expected_out, expected_weights = attention_kernel(q, k, v, mask)
-    out, weights = fast_attention(q, k, v, mask, block_q=block_q)
-    only_out = fast_attention_output(q, k, v, mask, block_q=block_q)
+    with mock.patch.object(fa, "_KEY_BLOCK", key_block):
+        out, weights = fast_attention(q, k, v, mask, block_q=block_q)
+        only_out = fast_attention_output(q, k, v, mask, block_q=block_q)
     atol = tolerance(q.dtype, q, k)
     assert out.shape == expected_out.shape and out.dtype == expected_out.dtype
     assert weights.shape == expected_weights.shape and weights.dtype == q.dtype
@@ -118,13 +120,17 @@ def test_long_sequences_use_every_core_and_match_the_reference(monkeypatch):
 
     monkeypatch.setattr(fa, "parallel_map", spy)
     rng = np.random.default_rng(0)
-    q, k, v = (rng.standard_normal((4, 512, 16)).astype(np.float32) for _ in range(3))
-    mask = causal_mask(512)
-    assert 4 * 512 * 512 >= fa._PARALLEL_SCORES  # large enough for threads
-    out = fast_attention_output(q, k, v, mask)
-    expected, _ = attention_kernel(q, k, v, mask)
+    q, k, v = (rng.standard_normal((4, 768, 16)).astype(np.float32) for _ in range(3))
+    mask = causal_mask(768)
+    assert 4 * 768 * 768 >= fa._PARALLEL_SCORES  # large enough for threads
+    assert 768 % fa._KEY_BLOCK  # blocks of keys, the last one shorter
+    out, weights = fast_attention(q, k, v, mask)
+    expected, expected_weights = attention_kernel(q, k, v, mask)
     np.testing.assert_allclose(out, expected, rtol=2e-5, atol=2e-6)
-    assert calls == [min(cores(), blas_thread_count() or cores(), 4)]
+    np.testing.assert_allclose(weights, expected_weights, rtol=2e-5, atol=2e-7)
+    np.testing.assert_allclose(fast_attention_output(q, k, v, mask), expected, rtol=2e-5,
+                               atol=2e-6)
+    assert calls == [min(cores(), blas_thread_count() or cores(), 4)] * 2
 
 
 def test_an_error_in_one_thread_is_raised_to_the_caller():

@@ -7,6 +7,7 @@ machine to another; both are reported.
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import numpy as np
@@ -15,9 +16,10 @@ from ..attention import scaled_dot_product_attention
 from ..fast_attention import fast_attention_output
 from ..multihead import MultiHeadAttention
 from ..tiled import tiled_attention
-from .timing import interleaved_times, peak_allocated
+from .timing import interleaved_medians, interleaved_times, peak_allocated
 
-__all__ = ["attention_forward_speed", "tiled_attention_speed", "training_step_speed"]
+__all__ = ["attention_forward_speed", "attention_roofline", "tiled_attention_speed",
+           "training_step_speed"]
 
 
 def attention_forward_speed(ns=(512, 2048, 4096), *, d_model=512, n_heads=8, repeats=5,
@@ -196,3 +198,141 @@ def training_step_speed(config=None, task=None, *, steps=20, repeats=5, seed=0):
                for end, f in (("min", min), ("max", max))}
     result["ratio"] = result["numpy"] / result["torch"]
     return result
+
+
+def _truncated_kernel(q, k, v, upto):
+    """The layers' kernel on its path for moderate scores, stopped after phase ``upto``.
+
+    Mirrors :func:`scratchformer.fast_attention.fast_attention_output` where its Cauchy-Schwarz
+    bound holds (no row maximum), with the same blocks and the same threads, so that the time
+    of each phase is the difference of two truncations: ``"scores"`` (``q @ k^T``), ``"exp"``,
+    ``"weighted sum"`` (``p @ [v | 1]``); the full kernel adds the normalisation.
+    """
+    from .. import fast_attention as fa
+    from .._threads import blas_thread_count, cores, parallel_map
+
+    heads, n, d_k = q.shape
+    bq = max(1, min(fa._BLOCK_ELEMS // n, n))
+    k_scaled = k * (1.0 / math.sqrt(d_k))
+    v_ones = np.concatenate([v, np.ones((heads, n, 1), v.dtype)], axis=-1)
+    phases = ("scores", "exp", "weighted sum")
+    stop = phases.index(upto)
+
+    def attend(share):
+        s = np.empty((bq, n), q.dtype)
+        p = np.empty((bq, n), q.dtype)
+        o = np.empty((bq, v_ones.shape[-1]), q.dtype)
+        for h in share:
+            for i0 in range(0, n, bq):
+                r = min(bq, n - i0)
+                np.matmul(q[h, i0:i0 + r], k_scaled[h].T, out=s[:r])
+                if stop >= 1:
+                    np.exp(s[:r], out=p[:r])
+                if stop >= 2:
+                    np.matmul(p[:r], v_ones[h], out=o[:r])
+
+    workers = min(cores(), blas_thread_count() or cores(), heads)
+    parallel_map(attend, [list(range(heads))[i::workers] for i in range(workers)], workers)
+
+
+def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
+    """Where the time of a multi-head self-attention forward goes, against the machine's rates.
+
+    Measured in one run, interleaved, float32, batch 1, inside ``layer.inference()``:
+
+    - the machine: the float32 matrix-product rate of a large ``(2048, 2048)`` product on all
+      cores, and the cost of ``np.exp`` per element on one core, on a block of the kernel's
+      size (``fast_attention._BLOCK_ELEMS`` scores);
+    - the layer's phases: the fused query-key-value projection, then the kernel in truncations
+      (:func:`_truncated_kernel`) whose differences are the scores' product, the exponentials
+      and the weighted sum, then the rest of the kernel (normalisation, buffers), then the
+      output projection; and the whole forward, and PyTorch's SDPA version of it.
+
+    Returns
+    -------
+    dict
+        ``gemm_gflops`` (all cores), ``exp_ns`` (per element, one core), ``cores``, and
+        ``phases``: a list of dicts with ``phase``, ``kind`` (``"gemm"``, ``"exp"`` or
+        ``"other"``), ``work`` (GFLOP or millions of exponentials), ``seconds``, ``rate``
+        (GFLOP/s or G exponentials per second) and ``fraction`` (of the machine's rate for that
+        kind of work; None for ``"other"``).
+    """
+    import torch
+
+    from .. import fast_attention as fa
+    from .._threads import cores
+    from ..multihead import merge_heads
+
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    module = torch.nn.MultiheadAttention(d_model, n_heads, batch_first=True).eval()
+    layer = MultiHeadAttention.from_torch(module)
+    d_k = d_model // n_heads
+    x = rng.standard_normal((1, n, d_model)).astype(np.float32)
+    q, k, v = (a[0] for a in layer._split_inputs(x, x))  # (h, n, d_k) views
+    q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))
+    heads = fa.fast_attention_output(q, k, v)
+    merged = merge_heads(heads[None])
+    big = rng.standard_normal((2048, 2048)).astype(np.float32)
+    block = rng.standard_normal((max(1, fa._BLOCK_ELEMS // n), n)).astype(np.float32)
+    block_out = np.empty_like(block)
+    x_t = torch.from_numpy(x)
+
+    def whole():
+        with layer.inference():
+            return layer.forward(x)
+
+    def torch_sdpa():
+        with torch.no_grad():
+            qkv = torch.nn.functional.linear(x_t, module.in_proj_weight, module.in_proj_bias)
+            q_t, k_t, v_t = qkv.view(1, n, 3, n_heads, d_k).permute(2, 0, 3, 1, 4)
+            out = torch.nn.functional.scaled_dot_product_attention(q_t, k_t, v_t)
+            return module.out_proj(out.transpose(1, 2).reshape(1, n, d_model))
+
+    candidates = {
+        "gemm": lambda: big @ big,
+        "exp": lambda: np.exp(block, out=block_out),
+        "projections": lambda: layer._split_inputs(x, x),
+        "to scores": lambda: _truncated_kernel(q, k, v, "scores"),
+        "to exp": lambda: _truncated_kernel(q, k, v, "exp"),
+        "to weighted sum": lambda: _truncated_kernel(q, k, v, "weighted sum"),
+        "kernel": lambda: fa.fast_attention_output(q, k, v),
+        "output projection": lambda: layer._project_output(merge_heads(heads[None])),
+        "whole": whole,
+        "torch SDPA": torch_sdpa,
+    }
+    assert merged.shape == (1, n, d_model)
+    times = interleaved_medians(candidates, repeats=repeats)
+    gemm_gflops = 2 * 2048**3 / times["gemm"] / 1e9
+    exp_ns = times["exp"] / block.size * 1e9
+    exp_rate = cores() / exp_ns  # G exponentials per second, all cores
+    scores_flop = 2 * n_heads * n * n * d_k
+    attention_flop = scores_flop + 2 * n_heads * n * n * (d_k + 1)
+    projection_flop = 2 * n * d_model * 3 * d_model
+    out_flop = 2 * n * d_model * d_model
+    rows = [
+        ("query, key, value projections", "gemm", projection_flop / 1e9,
+         times["projections"]),
+        ("scores q k^T", "gemm", scores_flop / 1e9, times["to scores"]),
+        ("exponentials", "exp", n_heads * n * n / 1e6,
+         times["to exp"] - times["to scores"]),
+        ("weighted sum p [v 1]", "gemm", 2 * n_heads * n * n * (d_k + 1) / 1e9,
+         times["to weighted sum"] - times["to exp"]),
+        ("normalisation, buffers", "other", None, times["kernel"] - times["to weighted sum"]),
+        ("merge, output projection", "gemm", out_flop / 1e9, times["output projection"]),
+        ("whole layer (numpy)", "gemm",
+         (projection_flop + attention_flop + out_flop) / 1e9, times["whole"]),
+        ("whole layer (torch SDPA)", "gemm",
+         (projection_flop + attention_flop + out_flop) / 1e9, times["torch SDPA"]),
+    ]
+    phases = []
+    for phase, kind, work, seconds in rows:
+        rate = None if work is None or seconds <= 0 else work / seconds
+        if kind == "exp" and rate is not None:
+            rate /= 1e3  # millions per second -> G per second
+        peak = {"gemm": gemm_gflops, "exp": exp_rate}.get(kind)
+        phases.append({"phase": phase, "kind": kind, "work": work, "seconds": seconds,
+                       "rate": rate,
+                       "fraction": None if rate is None or peak is None else rate / peak})
+    return {"gemm_gflops": gemm_gflops, "exp_ns": exp_ns, "cores": cores(), "n": n,
+            "phases": phases}
