@@ -200,67 +200,33 @@ def training_step_speed(config=None, task=None, *, steps=20, repeats=5, seed=0):
     return result
 
 
-def _truncated_kernel(q, k, v, upto):
-    """The layers' kernel on its path for moderate scores, stopped after phase ``upto``.
-
-    Mirrors :func:`scratchformer.fast_attention.fast_attention_output` where its Cauchy-Schwarz
-    bound holds (no row maximum), with the same blocks and the same threads, so that the time
-    of each phase is the difference of two truncations: ``"scores"`` (``q @ k^T``), ``"exp"``,
-    ``"weighted sum"`` (``p @ [v | 1]``); the full kernel adds the normalisation.
-    """
-    from .. import fast_attention as fa
-    from .._threads import blas_thread_count, cores, parallel_map
-
-    heads, n, d_k = q.shape
-    bq = max(1, min(fa._BLOCK_ELEMS // n, n))
-    k_scaled = k * (1.0 / math.sqrt(d_k))
-    v_ones = np.concatenate([v, np.ones((heads, n, 1), v.dtype)], axis=-1)
-    phases = ("scores", "exp", "weighted sum")
-    stop = phases.index(upto)
-
-    def attend(share):
-        s = np.empty((bq, n), q.dtype)
-        p = np.empty((bq, n), q.dtype)
-        o = np.empty((bq, v_ones.shape[-1]), q.dtype)
-        for h in share:
-            for i0 in range(0, n, bq):
-                r = min(bq, n - i0)
-                np.matmul(q[h, i0:i0 + r], k_scaled[h].T, out=s[:r])
-                if stop >= 1:
-                    np.exp(s[:r], out=p[:r])
-                if stop >= 2:
-                    np.matmul(p[:r], v_ones[h], out=o[:r])
-
-    workers = min(cores(), blas_thread_count() or cores(), heads)
-    parallel_map(attend, [list(range(heads))[i::workers] for i in range(workers)], workers)
-
-
 def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
     """Where the time of a multi-head self-attention forward goes, against the machine's rates.
 
-    Measured in one run, interleaved, float32, batch 1, inside ``layer.inference()``:
+    Measured in one run, interleaved, float32, batch 1:
 
-    - the machine: the float32 matrix-product rate of a large ``(2048, 2048)`` product on all
-      cores, and the cost of ``np.exp`` per element on one core, on a block of the kernel's
-      size (``fast_attention._BLOCK_ELEMS`` scores);
-    - the layer's phases: the fused query-key-value projection, then the kernel in truncations
-      (:func:`_truncated_kernel`) whose differences are the scores' product, the exponentials
-      and the weighted sum, then the rest of the kernel (normalisation, buffers), then the
-      output projection; and the whole forward, and PyTorch's SDPA version of it.
+    - the machine, per core (BLAS on one thread): the rate of a large ``(2048, 2048)``
+      matrix product, and the cost of ``np.exp`` per element on a block of scores of the
+      kernel's size (``block_q`` queries by ``fast_attention._KEY_BLOCK`` keys); and the large
+      product's rate on all cores;
+    - one head's attention on one core, phase by phase, each phase alone over all the head's
+      blocks, with the kernel's block sizes: the scores ``q k^T``, their exponentials, the
+      weighted sums ``p [v | 1]``; and the whole kernel for one head on one core;
+    - the whole layer (inside ``layer.inference()``, all cores) and PyTorch's SDPA version.
 
     Returns
     -------
     dict
-        ``gemm_gflops`` (all cores), ``exp_ns`` (per element, one core), ``cores``, and
-        ``phases``: a list of dicts with ``phase``, ``kind`` (``"gemm"``, ``"exp"`` or
-        ``"other"``), ``work`` (GFLOP or millions of exponentials), ``seconds``, ``rate``
-        (GFLOP/s or G exponentials per second) and ``fraction`` (of the machine's rate for that
-        kind of work; None for ``"other"``).
+        ``core_gflops``, ``gemm_gflops`` (all cores), ``exp_ns`` (per element, one core),
+        ``cores``, ``n``, and ``phases``: dicts with ``phase``, ``kind`` (``"gemm"``,
+        ``"exp"``, ``"layer"``), ``work`` (GFLOP or millions of exponentials), ``seconds``,
+        ``rate`` (GFLOP/s, or G exponentials per second) and ``fraction`` of the machine's
+        rate for that work (one core for the phases, all cores for the whole layer).
     """
     import torch
 
     from .. import fast_attention as fa
-    from .._threads import cores
+    from .._threads import blas_threads, cores
     from ..multihead import merge_heads
 
     rng = np.random.default_rng(seed)
@@ -269,14 +235,37 @@ def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
     layer = MultiHeadAttention.from_torch(module)
     d_k = d_model // n_heads
     x = rng.standard_normal((1, n, d_model)).astype(np.float32)
-    q, k, v = (a[0] for a in layer._split_inputs(x, x))  # (h, n, d_k) views
-    q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))
-    heads = fa.fast_attention_output(q, k, v)
-    merged = merge_heads(heads[None])
+    all_q, all_k, all_v = (a[0] for a in layer._split_inputs(x, x))  # (h, n, d_k) each
+    q, k, v = (np.ascontiguousarray(a[0]) for a in (all_q, all_k, all_v))  # head 0
+    merged = merge_heads(fa.fast_attention_output(all_q, all_k, all_v)[None])
+    bq, bk = max(1, min(fa._BLOCK_ELEMS // n, n)), max(1, min(fa._KEY_BLOCK, n))
+    k_t = (k * (1.0 / math.sqrt(d_k))).T  # (d_k, n)
+    v_ones = np.concatenate([v, np.ones((n, 1), np.float32)], axis=-1)
+    blocks = [(i0, min(bq, n - i0), j0, min(bk, n - j0))
+              for i0 in range(0, n, bq) for j0 in range(0, n, bk)]
+    p = rng.standard_normal((bq, bk)).astype(np.float32)
+    s_blk = np.empty_like(p)
+    o = np.empty((bq, d_k + 1), np.float32)
     big = rng.standard_normal((2048, 2048)).astype(np.float32)
-    block = rng.standard_normal((max(1, fa._BLOCK_ELEMS // n), n)).astype(np.float32)
-    block_out = np.empty_like(block)
     x_t = torch.from_numpy(x)
+
+    def one_core(run):
+        def timed():
+            with blas_threads(1):
+                return run()
+        return timed
+
+    def scores():
+        for i0, r, j0, c in blocks:
+            np.matmul(q[i0:i0 + r], k_t[:, j0:j0 + c], out=s_blk[:r, :c])
+
+    def exponentials():  # of the last block of scores, as often as there are blocks
+        for _, r, _, c in blocks:
+            np.exp(s_blk[:r, :c], out=p[:r, :c])
+
+    def weighted_sums():
+        for _, r, j0, c in blocks:
+            np.matmul(p[:r, :c], v_ones[j0:j0 + c], out=o[:r])
 
     def whole():
         with layer.inference():
@@ -285,54 +274,55 @@ def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
     def torch_sdpa():
         with torch.no_grad():
             qkv = torch.nn.functional.linear(x_t, module.in_proj_weight, module.in_proj_bias)
-            q_t, k_t, v_t = qkv.view(1, n, 3, n_heads, d_k).permute(2, 0, 3, 1, 4)
-            out = torch.nn.functional.scaled_dot_product_attention(q_t, k_t, v_t)
+            q_t, k_t_, v_t = qkv.view(1, n, 3, n_heads, d_k).permute(2, 0, 3, 1, 4)
+            out = torch.nn.functional.scaled_dot_product_attention(q_t, k_t_, v_t)
             return module.out_proj(out.transpose(1, 2).reshape(1, n, d_model))
 
-    candidates = {
+    p_exp = np.full_like(p, 0.5)  # exp of moderate values, as in the kernel
+    scores()  # s_blk: a block of real scores, for exponentials()
+    times = interleaved_medians({
+        "core gemm": one_core(lambda: big @ big),
         "gemm": lambda: big @ big,
-        "exp": lambda: np.exp(block, out=block_out),
+        "exp": one_core(lambda: [np.exp(p_exp, out=p) for _ in blocks]),
+        "scores": one_core(scores),
+        "exponentials": one_core(exponentials),
+        "weighted sums": one_core(weighted_sums),
+        "head": one_core(lambda: fa.fast_attention_output(q, k, v)),
         "projections": lambda: layer._split_inputs(x, x),
-        "to scores": lambda: _truncated_kernel(q, k, v, "scores"),
-        "to exp": lambda: _truncated_kernel(q, k, v, "exp"),
-        "to weighted sum": lambda: _truncated_kernel(q, k, v, "weighted sum"),
-        "kernel": lambda: fa.fast_attention_output(q, k, v),
-        "output projection": lambda: layer._project_output(merge_heads(heads[None])),
+        "kernel": lambda: fa.fast_attention_output(all_q, all_k, all_v),
+        "output projection": lambda: layer._project_output(merged),
         "whole": whole,
         "torch SDPA": torch_sdpa,
-    }
-    assert merged.shape == (1, n, d_model)
-    times = interleaved_medians(candidates, repeats=repeats)
+    }, repeats=repeats)
+    core_gflops = 2 * 2048**3 / times["core gemm"] / 1e9
     gemm_gflops = 2 * 2048**3 / times["gemm"] / 1e9
-    exp_ns = times["exp"] / block.size * 1e9
-    exp_rate = cores() / exp_ns  # G exponentials per second, all cores
-    scores_flop = 2 * n_heads * n * n * d_k
-    attention_flop = scores_flop + 2 * n_heads * n * n * (d_k + 1)
-    projection_flop = 2 * n * d_model * 3 * d_model
-    out_flop = 2 * n * d_model * d_model
+    exp_ns = times["exp"] / (len(blocks) * p.size) * 1e9
+    scores_flop = 2 * n * n * d_k
+    sums_flop = 2 * n * n * (d_k + 1)
+    kernel_flop = n_heads * (scores_flop + sums_flop)
+    layer_flop = kernel_flop + 2 * n * d_model * 4 * d_model
     rows = [
-        ("query, key, value projections", "gemm", projection_flop / 1e9,
-         times["projections"]),
-        ("scores q k^T", "gemm", scores_flop / 1e9, times["to scores"]),
-        ("exponentials", "exp", n_heads * n * n / 1e6,
-         times["to exp"] - times["to scores"]),
-        ("weighted sum p [v 1]", "gemm", 2 * n_heads * n * n * (d_k + 1) / 1e9,
-         times["to weighted sum"] - times["to exp"]),
-        ("normalisation, buffers", "other", None, times["kernel"] - times["to weighted sum"]),
-        ("merge, output projection", "gemm", out_flop / 1e9, times["output projection"]),
-        ("whole layer (numpy)", "gemm",
-         (projection_flop + attention_flop + out_flop) / 1e9, times["whole"]),
-        ("whole layer (torch SDPA)", "gemm",
-         (projection_flop + attention_flop + out_flop) / 1e9, times["torch SDPA"]),
+        ("one head: scores q k^T", "gemm", scores_flop / 1e9, times["scores"], core_gflops),
+        ("one head: exponentials", "exp", n * n / 1e6, times["exponentials"], 1 / exp_ns),
+        ("one head: weighted sums p [v 1]", "gemm", sums_flop / 1e9, times["weighted sums"],
+         core_gflops),
+        ("one head: the whole kernel", "gemm", (scores_flop + sums_flop) / 1e9,
+         times["head"], core_gflops),
+        ("all cores: query, key, value projections", "layer", 6 * n * d_model**2 / 1e9,
+         times["projections"], gemm_gflops),
+        ("all cores: the kernel, all heads", "layer", kernel_flop / 1e9, times["kernel"],
+         gemm_gflops),
+        ("all cores: output projection", "layer", 2 * n * d_model**2 / 1e9,
+         times["output projection"], gemm_gflops),
+        ("whole layer, all heads (numpy)", "layer", layer_flop / 1e9, times["whole"],
+         gemm_gflops),
+        ("whole layer, all heads (torch SDPA)", "layer", layer_flop / 1e9,
+         times["torch SDPA"], gemm_gflops),
     ]
     phases = []
-    for phase, kind, work, seconds in rows:
-        rate = None if work is None or seconds <= 0 else work / seconds
-        if kind == "exp" and rate is not None:
-            rate /= 1e3  # millions per second -> G per second
-        peak = {"gemm": gemm_gflops, "exp": exp_rate}.get(kind)
+    for phase, kind, work, seconds, peak in rows:
+        rate = work / seconds / (1e3 if kind == "exp" else 1)  # GFLOP/s; G exp per second
         phases.append({"phase": phase, "kind": kind, "work": work, "seconds": seconds,
-                       "rate": rate,
-                       "fraction": None if rate is None or peak is None else rate / peak})
-    return {"gemm_gflops": gemm_gflops, "exp_ns": exp_ns, "cores": cores(), "n": n,
-            "phases": phases}
+                       "rate": rate, "fraction": rate / peak})
+    return {"core_gflops": core_gflops, "gemm_gflops": gemm_gflops, "exp_ns": exp_ns,
+            "cores": cores(), "n": n, "phases": phases}
