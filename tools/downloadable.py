@@ -348,7 +348,7 @@ class Converter:
             who, _, year = label.rpartition(", ")
             who = who.replace("et al.", "*et al.*")
             if name in ("cite:t", "cite:ts", "cite:ct"):
-                pieces.append(f"{who} [{link(year, self.url(docname, anchor))}]")
+                pieces.append(f"{who} \\[{link(year, self.url(docname, anchor))}\\]")
             else:
                 pieces.append(link(f"{who}, {year}", self.url(docname, anchor)))
         if name in ("cite:t", "cite:ts", "cite:ct"):
