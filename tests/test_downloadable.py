@@ -306,3 +306,33 @@ def test_every_glued_value_is_formatted_as_on_the_page(page):
     mine = [plain(converter.glued("glue:text", " ".join(role.split()))) for role in roles]
     shown = [plain(span.get_text("")) for span in page_html(page).select("span.pasted-text")]
     assert len(mine) == len(shown) and mine == shown
+
+
+LEAD = re.compile(r"^\*\*((?:Theorem|Proposition|Corollary|Lemma|Definition|Exercise)"
+                  r"\b[^\n]*?)\.\*\*", re.M)
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_theorems_and_exercises_are_numbered_and_titled_as_on_the_page(page):
+    titles = [plain(title.get_text(""))
+              for title in page_html(page).select("div.proof > .admonition-title, "
+                                                  "div.exercise > .admonition-title")]
+    leads = [plain(match[1]) for source in markdown(downloaded(page))
+             for match in LEAD.finditer(source)]
+    assert titles and leads == titles
+    solutions = [plain(title.get_text(""))
+                 for title in page_html(page).select("div.solution > .admonition-title")]
+    mine = [plain(match[1] or match[2]) for source in markdown(downloaded(page))
+            for match in re.finditer(
+                r"^\*\*(Solution to [^\n]*?)\.\*\*$|<summary>(Solution to [^<]*)</summary>",
+                source, re.M)]
+    assert mine == solutions
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_numbered_equations_keep_the_number_the_page_shows(page):
+    shown = [plain(number.get_text("")).removesuffix("#").strip("()")
+             for number in page_html(page).select("div.math[id^=equation-] span.eqno")]
+    tags = [tag for source in markdown(downloaded(page))
+            for tag in re.findall(r"\\tag\{([^}]*)\}", source)]
+    assert tags == shown
