@@ -336,3 +336,19 @@ def test_numbered_equations_keep_the_number_the_page_shows(page):
     tags = [tag for source in markdown(downloaded(page))
             for tag in re.findall(r"\\tag\{([^}]*)\}", source)]
     assert tags == shown
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_included_code_is_shown_with_the_page_caption_and_text(page):
+    """Each listing of the package's code: the page's caption, then the page's code."""
+    captions, blocks = [], []
+    for wrapper in page_html(page).select("div.literal-block-wrapper"):
+        caption = wrapper.select_one(".code-block-caption")
+        captions.append(re.sub(r"^(Listing [\d.]+) ", r"\1: ",
+                               plain(caption.get_text("")).removesuffix("#")))
+        blocks.append(wrapper.select_one("pre").get_text("").rstrip("\n"))
+    text = "\n".join(markdown(downloaded(page)))
+    mine = [plain(match) for match in re.findall(r"^\*(Listing [^\n]*)\*$", text, re.M)]
+    assert mine == captions
+    for block in blocks:
+        assert f"\n{block}\n```" in text
