@@ -62,7 +62,7 @@ def plain(text: str) -> str:
     """Markdown or HTML text as read: markup, escapes and runs of white space gone."""
     text = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", text)  # images
     text = re.sub(r"(?<!\\)\[((?:\\.|[^\]\\])*)\]\([^)\s]*\)", r"\1", text)  # links
-    text = re.sub(r"\\([\\`*_\[\]<>|$#])", r"\1", text).replace("*", "").replace("`", "")
+    text = re.sub(r"\\([\\`*_\[\]<>|$#.])", r"\1", text).replace("*", "").replace("`", "")
     text = re.sub(r"\\[()]|\$", "", text)  # math delimiters: the page's \( \), Jupyter's $
     text = text.translate(str.maketrans("‘’“”", "''\"\""))  # the page's typographic quotes
     return " ".join(text.split())
@@ -276,6 +276,8 @@ def test_the_rewriting_of_a_cell_without_the_build():
     assert "> **Warning**\n>\n> Careful." in text
     assert "<details><summary>Solution to the exercise</summary>\n\nIt is 1.\n\n</details>" in text
     assert not converter.convert("{glue:text}`missing:.1f`").startswith("{")
+    # A value that lands at the start of a line does not make it a list item; a list stays one.
+    assert converter.convert("a\n{glue:text}`ratio:.0f`. Then\n1. item") == "a\n3\\. Then\n1. item"
 
 
 def myst_notebook(page: str):

@@ -376,7 +376,7 @@ class Converter:
 
         def flush():
             if prose:
-                out.append(self.inline("\n".join(prose)))
+                out.append(self.list_safe(prose, self.inline("\n".join(prose))))
                 prose.clear()
 
         while index < len(lines):
@@ -416,6 +416,16 @@ class Converter:
             index = end + 1
         flush()
         return "\n".join(out)
+
+    @staticmethod
+    def list_safe(source: list[str], text: str) -> str:
+        """A line that a substituted value made start like an ordered list item ("1. ...")
+        keeps reading as prose, as on the page."""
+        item = re.compile(r"^(\s*\d+)([.)])(\s)")
+        items = {match[0] for line in source if (match := item.match(line))}
+        return "\n".join(item.sub(r"\1\\\2\3", line)
+                         if (match := item.match(line)) and match[0] not in items else line
+                         for line in text.split("\n"))
 
     def display_math(self, block: str) -> str:
         """``$$ ... $$`` as Jupyter's MathJax takes it: alignment ``&`` outside an
