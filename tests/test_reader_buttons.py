@@ -80,7 +80,9 @@ def test_download_buttons_lead_to_the_page_as_markdown_and_as_a_notebook(page):
     assert source.read_bytes() == (ROOT / f"{page}.md").read_bytes()
     executed = nbformat.read(notebook, as_version=4)
     nbformat.validate(executed)
-    code = [cell for cell in executed.cells if cell.cell_type == "code"]
+    install, *cells = executed.cells  # the install cell, then the chapter (test_downloadable.py)
+    assert install.source.startswith(notebooks.INSTALL_CELL.split("\n", 1)[0])
+    code = [cell for cell in cells if cell.cell_type == "code"]
     assert len(code) == (ROOT / f"{page}.md").read_text().count("```{code-cell}")
     assert all(cell.execution_count for cell in code), "the downloadable notebook is not executed"
 

@@ -211,6 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         return status
     (BUILD / "html" / ".nojekyll").touch()  # GitHub Pages would hide the _static/ folders
     restore_downloadable_outputs(BUILD / "html" / "_sources", CACHE)
+    # Then plain Jupyter Markdown and an install cell, so that the download runs on its own.
+    sys.path.insert(0, str(ROOT / "tools"))
+    from downloadable import rewrite_downloadable_notebooks
+
+    rewrite_downloadable_notebooks(BUILD / "html" / "_sources")
     FINGERPRINT.write_text(current + "\n")
     return 0
 
@@ -229,6 +234,8 @@ def restore_downloadable_outputs(sources: Path, cache_path: Path) -> None:
     cache = get_cache(str(cache_path))
     for path in sorted(sources.rglob("*.ipynb")):
         notebook = nbformat.read(path, as_version=4)
+        if notebook.metadata.get("scratchformer-standalone"):  # tools/downloadable.py's
+            continue
         code = [cell for cell in notebook.cells if cell.cell_type == "code"]
         if not code or any(cell.execution_count for cell in code):
             continue

@@ -23,7 +23,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 
 INSTALL_CELL = '''\
-# Opened on Colab or Binder: install the book's package, scratchformer, unless it is there.
+# Outside the book's repository (Colab, Binder, a download): install its package, scratchformer.
 import importlib.util
 import subprocess
 import sys

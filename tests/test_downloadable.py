@@ -1,0 +1,356 @@
+"""The chapter notebooks of the download menu read and run on their own.
+
+A page's "Download .ipynb" (``_build/html/_sources/book/<page>.ipynb``) must open in any Jupyter
+as the page reads: no MyST markup left in its Markdown cells, the glued values, equation
+numbers, theorem numbers and citations as the built page prints them, and a first cell that
+installs ``scratchformer`` where it is missing. The rewriting is ``tools/downloadable.py``'s; the
+built HTML pages are the independent account of what each reference should say.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from bs4 import BeautifulSoup
+
+pytestmark = pytest.mark.site  # reads the built book in _build/html
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = ROOT / "_build" / "html"
+SOURCES = SITE / "_sources"
+sys.path.insert(0, str(ROOT / "tools"))
+import notebooks  # noqa: E402  (tools/notebooks.py)
+
+# Chapters of _toc.yml with code: each has a downloadable notebook.
+CHAPTERS = [page.relative_to(ROOT).with_suffix("").as_posix() for page in notebooks.chapters()]
+REPOSITORY = notebooks.repository_url()
+# MyST syntax that plain Jupyter Markdown would show as typed.
+MYST = {
+    "role": re.compile(r"\{[a-zA-Z][\w:+-]*\}`"),
+    "directive": re.compile(r"^\s*(`{3,}|:{3,})\s*\{", re.M),
+    "target": re.compile(r"^\s*\([^()\s]+\)=\s*$", re.M),
+    "cell break": re.compile(r"^\+\+\+", re.M),
+    "option": re.compile(r"^\s*:(label|class|name|caption|tags|dedent|language|pyobject|"
+                         r"start-at|end-at|end-before|start-after|lines|prepend|alt|"
+                         r"width|align|nowrap):", re.M),
+    "comment": re.compile(r"^%", re.M),
+}
+
+
+def downloaded(page: str):
+    path = SOURCES / f"{page}.ipynb"
+    if not path.exists():
+        pytest.skip(f"no built site at {SITE}: run `make book` first (`make test` does)")
+    return nbformat.read(path, as_version=4)
+
+
+def markdown(notebook) -> list[str]:
+    return [cell.source for cell in notebook.cells if cell.cell_type == "markdown"]
+
+
+def page_html(page: str) -> BeautifulSoup:
+    return BeautifulSoup((SITE / f"{page}.html").read_text(encoding="utf-8"), "html.parser")
+
+
+def plain(text: str) -> str:
+    """Markdown or HTML text as read: markup, escapes and runs of white space gone."""
+    text = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", text)  # images
+    text = re.sub(r"(?<!\\)\[((?:\\.|[^\]\\])*)\]\([^)\s]*\)", r"\1", text)  # links
+    text = re.sub(r"\\([\\`*_\[\]<>|$#.])", r"\1", text).replace("*", "").replace("`", "")
+    text = re.sub(r"\\[()]|\$", "", text)  # math delimiters: the page's \( \), Jupyter's $
+    text = text.translate(str.maketrans("‘’“”", "''\"\""))  # the page's typographic quotes
+    return " ".join(text.split())
+
+
+def test_every_chapter_has_a_downloadable_notebook():
+    assert len(CHAPTERS) >= 15 and "book/scaling" in CHAPTERS
+    missing = [page for page in CHAPTERS if not (SOURCES / f"{page}.ipynb").exists()]
+    if not SOURCES.exists():
+        pytest.skip(f"no built site at {SITE}: run `make book` first (`make test` does)")
+    assert missing == []
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_no_myst_syntax_is_left_in_the_markdown(page):
+    found = []
+    for source in markdown(downloaded(page)):
+        for name, pattern in MYST.items():
+            found += [f"{name}: {source[max(0, m.start() - 40):m.end() + 40]!r}"
+                      for m in pattern.finditer(source)]
+    assert found == [], f"MyST markup in {page}.ipynb:\n" + "\n".join(found)
+
+
+def test_the_check_sees_myst_syntax():
+    source = ("(sec-x)=\n# T\n\nSee {eq}`eq-a` and {glue:text}`n:.2f`.\n\n```{prf:theorem} T\n"
+              ":label: thm-t\nBody\n```\n+++\n% a comment\n:::{note}\nx\n:::\n")
+    names = {name for name, pattern in MYST.items() if pattern.search(source)}
+    assert names == set(MYST)
+    assert not any(p.search("A plain `code` span, $x_{i}$ and a [link](a.html#b).")
+                   for p in MYST.values())
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_the_first_cell_installs_the_package_and_the_outputs_are_kept(page):
+    notebook = downloaded(page)
+    nbformat.validate(notebook)
+    first, *rest = notebook.cells
+    ref = re.search(r"\.git@([\w./-]+)\"", first.source)
+    assert ref and (re.fullmatch(r"[0-9a-f]{40}", ref[1]) or ref[1] == "main")
+    assert first.cell_type == "code" and first.source == notebooks.INSTALL_CELL.format(
+        repository=REPOSITORY, ref=ref[1])
+    code = [cell for cell in rest if cell.cell_type == "code"]
+    assert len(code) == (ROOT / f"{page}.md").read_text().count("```{code-cell}")
+    assert all(cell.execution_count for cell in code)  # executed, in order
+    counts = [cell.execution_count for cell in code]
+    assert counts == sorted(counts) and any(cell.outputs for cell in code)
+    assert "jupytext" not in notebook.metadata
+
+
+def html_text(page: str) -> str:
+    """The page's text, inline markup dissolved (a glued value is its own span)."""
+    body = page_html(page).select_one("main") or page_html(page).body
+    return " ".join(body.get_text("").split())
+
+
+GLUE_CONTEXT = re.compile(r"(?P<before>[A-Za-z][A-Za-z ,;()]{14,})\{glue:text\}`[^`]+`")
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_glued_values_read_as_on_the_page(page):
+    """Each glued value preceded in the source by plain words on its line: the notebook has
+    the same words followed by a value, and the page has those words followed by that value."""
+    text = plain("\n".join(markdown(downloaded(page))))
+    shown = html_text(page)
+    checked = 0
+    for line in (ROOT / f"{page}.md").read_text().splitlines():
+        for match in GLUE_CONTEXT.finditer(line):
+            before = " ".join(match["before"].split())
+            if before.count("(") != before.count(")"):
+                continue
+            values = re.findall(re.escape(before) + r" ?([^\s,;:)]+?)(?=[\s,;:)]|\.(?:\s|$)|$)",
+                                text)
+            assert values, f"{page}: no value after {before!r} in the notebook"
+            assert any(before + " " + value in shown or before + value in shown
+                       for value in values), f"{page}: {before!r} {values} not on the page"
+            assert not any("glue" in value for value in values)
+            checked += 1
+    if "{glue:text}" in (ROOT / f"{page}.md").read_text():
+        assert checked >= 1, f"{page}: no glued value was checked"
+
+
+def links(notebook) -> list[tuple[str, str]]:
+    """(address, shown text) of every link of the Markdown cells."""
+    pattern = re.compile(r"(?<![\\!])\[((?:\\.|[^\[\]\\])+)\]\(([^)\s]+)\)")
+    return [(url, plain(text)) for source in markdown(notebook)
+            for text, url in pattern.findall(source)]
+
+
+def page_links(page: str) -> set[tuple[str, str]]:
+    """(address relative to the page's folder, text) of the page's internal links."""
+    name = Path(page).name
+    found = set()
+    for a in page_html(page).select("main a.reference.internal, article a.reference.internal"):
+        href = a.get("href", "")
+        href = f"{name}.html{href}" if href.startswith("#") else href
+        found.add((href, plain(a.get_text(""))))
+    return found
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_every_cross_reference_reads_and_points_as_on_the_page(page):
+    """Equations "(3.1)", "Theorem 3.2", "Fig. 11.1", the API's names, citations: each link
+    of the notebook is a link of the page, with the same text, to the same place."""
+    expected = page_links(page)
+    found = [link for link in links(downloaded(page)) if "#" in link[0]]
+    roles = re.findall(r"\{(?:eq|ref|numref|prf:ref|doc|cite(?::\w+)?|py:\w+)\}`",
+                       (ROOT / f"{page}.md").read_text())
+    assert len(found) >= len(roles), f"{page}: {len(roles)} references, {len(found)} links"
+    missing = [link for link in found if link not in expected]
+    assert missing == [], f"{page}: links the page does not have: {missing}"
+
+
+def test_the_references_of_one_chapter_resolve_as_its_page_shows_them():
+    notebook = downloaded("book/scaling")
+    text = "\n".join(markdown(notebook))
+    page = page_html("book/scaling")
+    # An equation of another chapter, and one of this chapter with its number beside it.
+    assert "[(2.1)](scaled_dot_product_attention.html#equation-eq-attention)" in text
+    shown = page.select_one("#equation-eq-softmax-jacobian .eqno").get_text("").strip("#")
+    assert shown == "(3.1)" and "\\tag{3.1}" in text
+    # A theorem with its number and title, and a reference to it.
+    title = page.select_one("#thm-dot-variance .admonition-title").get_text(" ")
+    assert " ".join(title.split()).startswith("Theorem 3.1 (Dot products grow")
+    assert "**Theorem 3.1 (Dot products grow with the square root of the width).**" in text
+    assert "[Theorem 3.2](scaling.html#thm-softmax-jacobian)" in text
+    # A citation, author and year as printed, in its brackets.
+    citation = page.select_one("span.bibtex-citation").get_text("")
+    assert citation == "[Vaswani et al., 2017]"
+    assert plain(text).count(citation) >= 1
+    # A glued value: the page's "variance 507: a typical score".
+    value = re.search(r"unscaled scores have variance (\S+):", html_text("book/scaling"))[1]
+    assert f"unscaled scores have variance {value}:" in plain(text)
+
+
+def test_the_figures_keep_their_captions():
+    notebook = downloaded("book/scaling")
+    cells = notebook.cells
+    figure = next(i for i, c in enumerate(cells)
+                  if c.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("name")
+                  == "fig-dot-variance")
+    caption = plain(page_html("book/scaling").select_one("#fig-dot-variance figcaption")
+                    .get_text("")).removesuffix("#")  # the caption's permalink
+    assert cells[figure + 1].cell_type == "markdown"
+    assert plain(cells[figure + 1].source) == caption.replace("Fig. 3.1 ", "Fig. 3.1. ", 1)
+
+
+def test_stale_notebooks_of_removed_pages_are_left_alone():
+    """Only the chapters of _toc.yml are rewritten; ``_sources`` may hold older pages."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    assert "book/encoder_decoder" not in str(toc)
+    stale = SOURCES / "book" / "encoder_decoder.ipynb"
+    if stale.exists():
+        assert not nbformat.read(stale, as_version=4).metadata.get("scratchformer-standalone")
+
+
+def fastest_chapter() -> str:
+    """The chapter that executed in the least time in the last build."""
+    times_file = ROOT / "_build" / ".execution-seconds.json"
+    times = yaml.safe_load(times_file.read_text()) if times_file.exists() else {}
+    known = [page for page in CHAPTERS if f"{page}.md" in times]
+    return min(known, key=lambda page: times[f"{page}.md"]) if known else "book/self_attention"
+
+
+def test_a_downloaded_notebook_runs_outside_the_repository(tmp_path, monkeypatch):
+    """The notebook, alone in a folder, with the package importable from a copy of it (so the
+    install cell finds it and skips pip: there is no network) and nothing of the repository."""
+    from nbclient import NotebookClient
+
+    page = fastest_chapter()
+    notebook = downloaded(page)
+    assert "importlib.util.find_spec(\"scratchformer\")" in notebook.cells[0].source
+    work, packages = tmp_path / "reader", tmp_path / "site-packages"
+    work.mkdir()
+    shutil.copytree(ROOT / "src" / "scratchformer", packages / "scratchformer",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    nbformat.write(notebook, work / "chapter.ipynb")
+    notebook = nbformat.read(work / "chapter.ipynb", as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell(
+        "import scratchformer\nprint(scratchformer.__file__)"))
+    monkeypatch.setenv("PYTHONPATH", str(packages))
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    for name in ("SCRATCHFORMER_RUNS", "IPYTHONDIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(work)
+    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(work)}})
+    client.execute()
+    origin = "".join(notebook.cells[-1].outputs[0]["text"]).strip()
+    assert Path(origin).is_relative_to(packages), origin
+    assert not any(output.get("output_type") == "error"
+                   for cell in notebook.cells for output in cell.get("outputs", []))
+
+
+def test_the_rewriting_of_a_cell_without_the_build():
+    """The conversion itself, on a cell of every kind of markup, with no site to resolve
+    cross-references against (as for a notebook that was never executed)."""
+    import downloadable
+
+    glue = {"ratio": {"text/plain": "3.14159"}, "name": {"text/plain": "'beam'"}}
+    converter = downloadable.Converter(None, "book/x", glue)
+    source = ("(sec-x)=\n# Title\n\n% a comment\nThe ratio is {glue:text}`ratio:.2f`, the "
+              "search {glue:text}`name` and {math}`x^2`.\n\n"
+              "```{math}\n:label: eq-x\na &= b \\\\\nc &= d\n```\n\n"
+              ":::{warning}\nCareful.\n:::\n\n"
+              "```{solution-start} ex-x\n:class: dropdown\n```\nIt is 1.\n"
+              "```{solution-end}\n```\n+++\n")
+    text = converter.convert(source)
+    assert not any(pattern.search(text) for pattern in MYST.values()), text
+    assert "The ratio is 3.14, the search beam and $x^2$." in text
+    assert "$$\n\\begin{aligned}\na &= b \\\\\nc &= d\n\\end{aligned}\n$$" in text
+    assert "> **Warning**\n>\n> Careful." in text
+    assert "<details><summary>Solution to the exercise</summary>\n\nIt is 1.\n\n</details>" in text
+    assert not converter.convert("{glue:text}`missing:.1f`").startswith("{")
+    # A value that lands at the start of a line does not make it a list item; a list stays one.
+    assert converter.convert("a\n{glue:text}`ratio:.0f`. Then\n1. item") == "a\n3\\. Then\n1. item"
+
+
+def myst_notebook(page: str):
+    """The chapter as MyST-NB reads it, before any rewriting (tools/build_book.py's reader)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_book", ROOT / "tools" / "build_book.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    return build._read_notebook(ROOT / f"{page}.md")
+
+
+@pytest.mark.parametrize("page", [page for page in CHAPTERS
+                                  if "{glue:text}" in (ROOT / f"{page}.md").read_text()])
+def test_every_glued_value_is_formatted_as_on_the_page(page):
+    """Every {glue:text} of the chapter, in the order of the page, gives the text of the page's
+    pasted value at that place (the glued outputs are the downloaded notebook's own)."""
+    import downloadable
+
+    notebook = downloaded(page)
+    converter = downloadable.Converter(None, page, downloadable.glued_values(notebook))
+    roles = []
+    for cell in myst_notebook(page).cells:
+        texts = [cell.source] if cell.cell_type == "markdown" else [
+            cell.metadata.get("mystnb", {}).get("figure", {}).get("caption", "")]
+        roles += [m["content"] for text in texts for m in downloadable.ROLE.finditer(text)
+                  if m["name"] == "glue:text"]
+    mine = [plain(converter.glued("glue:text", " ".join(role.split()))) for role in roles]
+    shown = [plain(span.get_text("")) for span in page_html(page).select("span.pasted-text")]
+    assert len(mine) == len(shown) and mine == shown
+
+
+LEAD = re.compile(r"^\*\*((?:Theorem|Proposition|Corollary|Lemma|Definition|Exercise)"
+                  r"\b[^\n]*?)\.\*\*", re.M)
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_theorems_and_exercises_are_numbered_and_titled_as_on_the_page(page):
+    titles = [plain(title.get_text(""))
+              for title in page_html(page).select("div.proof > .admonition-title, "
+                                                  "div.exercise > .admonition-title")]
+    leads = [plain(match[1]) for source in markdown(downloaded(page))
+             for match in LEAD.finditer(source)]
+    assert titles and leads == titles
+    solutions = [plain(title.get_text(""))
+                 for title in page_html(page).select("div.solution > .admonition-title")]
+    mine = [plain(match[1] or match[2]) for source in markdown(downloaded(page))
+            for match in re.finditer(
+                r"^\*\*(Solution to [^\n]*?)\.\*\*$|<summary>(Solution to [^<]*)</summary>",
+                source, re.M)]
+    assert mine == solutions
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_numbered_equations_keep_the_number_the_page_shows(page):
+    shown = [plain(number.get_text("")).removesuffix("#").strip("()")
+             for number in page_html(page).select("div.math[id^=equation-] span.eqno")]
+    tags = [tag for source in markdown(downloaded(page))
+            for tag in re.findall(r"\\tag\{([^}]*)\}", source)]
+    assert tags == shown
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_included_code_is_shown_with_the_page_caption_and_text(page):
+    """Each listing of the package's code: the page's caption, then the page's code."""
+    captions, blocks = [], []
+    for wrapper in page_html(page).select("div.literal-block-wrapper"):
+        caption = wrapper.select_one(".code-block-caption")
+        captions.append(re.sub(r"^(Listing [\d.]+) ", r"\1: ",
+                               plain(caption.get_text("")).removesuffix("#")))
+        blocks.append(wrapper.select_one("pre").get_text("").rstrip("\n"))
+    text = "\n".join(markdown(downloaded(page)))
+    mine = [plain(match) for match in re.findall(r"^\*(Listing [^\n]*)\*$", text, re.M)]
+    assert mine == captions
+    for block in blocks:
+        assert f"\n{block}\n```" in text
