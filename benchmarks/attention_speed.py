@@ -3,11 +3,11 @@
 Usage: ``python benchmarks/attention_speed.py [--n 512 2048 4096] [--repeats 5]``
 
 Prints, for each sequence length n, the median seconds of the package's output-only forward
-(``MultiHeadAttention.output``), its forward with weights (``.forward``), PyTorch's
+(``MultiHeadAttention.forward`` inside ``layer.inference()``), its forward with weights, PyTorch's
 ``nn.MultiheadAttention`` (``need_weights=False``) and ``F.scaled_dot_product_attention`` with
 the same projections, all float32, d_model=512, h=8, batch 1, timed interleaved in one run; and
-the ratios. Targets (issue "The attention chapters"): at n=4096, numpy / torch MHA <= 1.0 and
-numpy / torch SDPA <= 1.5.
+the ratios. Targets: at n=4096, numpy / torch MHA <= 1.0 and numpy / torch SDPA <= 1.5.
+``benchmarks/roofline.py`` shows where the time goes.
 """
 
 from __future__ import annotations

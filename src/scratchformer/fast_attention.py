@@ -4,7 +4,7 @@
 dot-product attention" explains it, one step at a time over whole ``(n_q, n_k)`` arrays. The
 layers (``MultiHeadAttention``) call these kernels instead, which compute the same function
 (checked in ``tests/test_fast_attention.py``) in blocks of queries that stay in the processor's
-cache, with three further savings, each measured (appendix "Speed"):
+cache, with further savings, each measured (appendix "Speed"):
 
 - the row sums come out of the second matrix product, ``p @ [v | 1]``, instead of a separate
   pass over the block;
@@ -12,7 +12,12 @@ cache, with three further savings, each measured (appendix "Speed"):
   not wanted, they are never normalised or stored);
 - when a Cauchy-Schwarz bound shows that no score of a block exceeds 30 in absolute value, the
   row maximum is neither computed nor subtracted: ``e^s`` can then neither overflow nor become
-  denormal, and the softmax does not change (the shift cancels).
+  denormal, and the softmax does not change (the shift cancels);
+- on that path the keys are taken in blocks too (``_KEY_BLOCK``), and the scores exponentiated
+  in place, so that a block stays in the core's cache from one product to the next;
+- the (sequence, head) pairs are shared among threads, one per core, with BLAS on one thread
+  while they run (``scratchformer._threads``): NumPy's elementwise passes, on one core each,
+  then run on every core.
 """
 
 from __future__ import annotations
@@ -69,9 +74,11 @@ def fast_attention(q, k, v, mask=None, *, block_q=None):
 
 
 def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
-    """Attention one (head, block of queries) at a time, in preallocated buffers.
+    """Attention one (head, block of queries) at a time, in preallocated buffers, the heads
+    shared among threads.
 
-    Per block of ``r`` queries of one head::
+    Per block of ``r`` queries of one head (on the path without the maximum, the keys in blocks
+    whose shares of ``p @ [v | 1]`` add up)::
 
         s = q_blk @ (k * scale)^T                 # (r, n_k)   GEMM
         p = exp(s)            (or exp(s - max))   # (r, n_k)   the only full elementwise pass

@@ -200,6 +200,9 @@ def training_step_speed(config=None, task=None, *, steps=20, repeats=5, seed=0):
     return result
 
 
+_SQUARE = 2048  # the machine's matrix-product rate: a (_SQUARE, _SQUARE) float32 product
+
+
 def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
     """Where the time of a multi-head self-attention forward goes, against the machine's rates.
 
@@ -218,10 +221,11 @@ def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
     -------
     dict
         ``core_gflops``, ``gemm_gflops`` (all cores), ``exp_ns`` (per element, one core),
-        ``cores``, ``n``, and ``phases``: dicts with ``phase``, ``kind`` (``"gemm"``,
-        ``"exp"``, ``"layer"``), ``work`` (GFLOP or millions of exponentials), ``seconds``,
-        ``rate`` (GFLOP/s, or G exponentials per second) and ``fraction`` of the machine's
-        rate for that work (one core for the phases, all cores for the whole layer).
+        ``cores``, ``n``, ``square`` (the large product's size), and ``phases``: dicts
+        with ``phase``, ``kind`` (``"gemm"``, ``"exp"``, ``"layer"``), ``work`` (GFLOP or
+        millions of exponentials), ``seconds``, ``rate`` (GFLOP/s, or G exponentials per
+        second) and ``fraction`` of the machine's rate for that work (one core for one head's
+        phases, all cores for the layer's).
     """
     import torch
 
@@ -246,7 +250,7 @@ def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
     p = rng.standard_normal((bq, bk)).astype(np.float32)
     s_blk = np.empty_like(p)
     o = np.empty((bq, d_k + 1), np.float32)
-    big = rng.standard_normal((2048, 2048)).astype(np.float32)
+    big = rng.standard_normal((_SQUARE, _SQUARE)).astype(np.float32)
     x_t = torch.from_numpy(x)
 
     def one_core(run):
@@ -294,8 +298,8 @@ def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
         "whole": whole,
         "torch SDPA": torch_sdpa,
     }, repeats=repeats)
-    core_gflops = 2 * 2048**3 / times["core gemm"] / 1e9
-    gemm_gflops = 2 * 2048**3 / times["gemm"] / 1e9
+    core_gflops = 2 * _SQUARE**3 / times["core gemm"] / 1e9
+    gemm_gflops = 2 * _SQUARE**3 / times["gemm"] / 1e9
     exp_ns = times["exp"] / (len(blocks) * p.size) * 1e9
     scores_flop = 2 * n * n * d_k
     sums_flop = 2 * n * n * (d_k + 1)
@@ -325,4 +329,4 @@ def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
         phases.append({"phase": phase, "kind": kind, "work": work, "seconds": seconds,
                        "rate": rate, "fraction": rate / peak})
     return {"core_gflops": core_gflops, "gemm_gflops": gemm_gflops, "exp_ns": exp_ns,
-            "cores": cores(), "n": n, "phases": phases}
+            "cores": cores(), "n": n, "square": _SQUARE, "phases": phases}
