@@ -322,7 +322,7 @@ class Embedding(Layer):
     Notes
     -----
     The lookup ``table[tokens]`` is the product of one-hot rows with the table, so its
-    gradient adds each token's output gradient into that token's row.
+    gradient adds each token's output gradient into that token's row (``np.add.at``).
     """
 
     def __init__(self, vocab_size, d_model, *, rng=None, dtype=np.float64):
@@ -344,12 +344,5 @@ class Embedding(Layer):
         tokens = self._saved_for_backward()["tokens"]
         table = self.params["table"]
         d_table = np.zeros_like(table)
-        flat, rows = tokens.reshape(-1), d_y.reshape(-1, table.shape[1])
-        # Each id's rows summed: the tokens sorted by id, then one sum per run of equal ids
-        # (np.add.at(d_table, flat, rows) up to rounding; measured 4-5x faster for the book's
-        # short vocabularies).
-        order = np.argsort(flat, kind="stable")
-        ids, starts = np.unique(flat[order], return_index=True)
-        if ids.size:
-            d_table[ids] = np.add.reduceat(rows[order], starts, axis=0)
+        np.add.at(d_table, tokens.reshape(-1), d_y.reshape(-1, table.shape[1]))
         self.grads = {"table": d_table}

@@ -234,18 +234,6 @@ class MultiHeadAttention(Layer):
         d_q, d_k, d_v = attention_backward(d_heads, q, k, v, weights)
         # through what a subclass did to q and k (RoPE); nothing here
         d_q, d_k = self._queries_keys_backward(d_q, d_k)
-        if not saved["cross"]:  # x fed all three: one product each way, with [W_Q W_K W_V]
-            d_qkv = np.concatenate([merge_heads(d) for d in (d_q, d_k, d_v)], axis=-1)
-            d_w, d_b = _affine_grads(np.broadcast_to(x, d_qkv.shape[:-1] + x.shape[-1:]),
-                                     d_qkv)  # (d_model, 3 d_model), (3 d_model,)
-            for i, which in enumerate("qkv"):
-                cols = slice(i * self.d_model, (i + 1) * self.d_model)
-                grads[f"w_{which}"] = np.ascontiguousarray(d_w[:, cols])
-                grads[f"b_{which}"] = np.ascontiguousarray(d_b[cols])
-            w_qkv = np.concatenate([p["w_q"], p["w_k"], p["w_v"]], axis=1)
-            self.grads = {name: grads[name] for name in p}
-            # (..., n, 3 d_model) @ (3 d_model, d_model): the three paths summed
-            return _sum_to(d_qkv @ w_qkv.T, x.shape)
         inputs = {"q": x, "k": context, "v": context}
         d_inputs = {}
         for which, d_proj in (("q", d_q), ("k", d_k), ("v", d_v)):
@@ -257,6 +245,8 @@ class MultiHeadAttention(Layer):
             d_inputs[which] = d_source  # (..., n, d_model)
         # the parameters' names and order (no biases without bias=True)
         self.grads = {name: grads[name] for name in p}
+        if not saved["cross"]:
+            return d_inputs["q"] + d_inputs["k"] + d_inputs["v"]
         return d_inputs["q"], d_inputs["k"] + d_inputs["v"]
 
     @staticmethod
