@@ -144,11 +144,30 @@ def test_glued_values_read_as_on_the_page(page):
         assert checked >= 1, f"{page}: no glued value was checked"
 
 
+def site_book_folder() -> str:
+    """The published address of the pages' folder: ``html: baseurl:`` of _config.yml."""
+    base = yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["baseurl"]
+    return base.rstrip("/") + "/book/"
+
+
 def links(notebook) -> list[tuple[str, str]]:
-    """(address, shown text) of every link of the Markdown cells."""
+    """(address, shown text) of every link of the Markdown cells; addresses on the published
+    site are written relative to its ``book/`` folder, as the pages write them."""
     pattern = re.compile(r"(?<![\\!])\[((?:\\.|[^\[\]\\])+)\]\(([^)\s]+)\)")
-    return [(url, plain(text)) for source in markdown(notebook)
+    folder = site_book_folder()
+    return [(url.removeprefix(folder), plain(text)) for source in markdown(notebook)
             for text, url in pattern.findall(source)]
+
+
+def test_links_point_at_the_published_site():
+    found = [url for page in CHAPTERS for url, _ in links_as_written(downloaded(page))
+             if "#" in url]
+    assert found and all(url.startswith(site_book_folder()) for url in found)
+
+
+def links_as_written(notebook) -> list[tuple[str, str]]:
+    pattern = re.compile(r"(?<![\\!])\[((?:\\.|[^\[\]\\])+)\]\(([^)\s]+)\)")
+    return [(url, text) for source in markdown(notebook) for text, url in pattern.findall(source)]
 
 
 def page_links(page: str) -> set[tuple[str, str]]:
@@ -180,14 +199,15 @@ def test_the_references_of_one_chapter_resolve_as_its_page_shows_them():
     text = "\n".join(markdown(notebook))
     page = page_html("book/scaling")
     # An equation of another chapter, and one of this chapter with its number beside it.
-    assert "[(2.1)](scaled_dot_product_attention.html#equation-eq-attention)" in text
+    folder = site_book_folder()
+    assert f"[(2.1)]({folder}scaled_dot_product_attention.html#equation-eq-attention)" in text
     shown = page.select_one("#equation-eq-softmax-jacobian .eqno").get_text("").strip("#")
     assert shown == "(3.1)" and "\\tag{3.1}" in text
     # A theorem with its number and title, and a reference to it.
     title = page.select_one("#thm-dot-variance .admonition-title").get_text(" ")
     assert " ".join(title.split()).startswith("Theorem 3.1 (Dot products grow")
     assert "**Theorem 3.1 (Dot products grow with the square root of the width).**" in text
-    assert "[Theorem 3.2](scaling.html#thm-softmax-jacobian)" in text
+    assert f"[Theorem 3.2]({folder}scaling.html#thm-softmax-jacobian)" in text
     # A citation, author and year as printed, in its brackets.
     citation = page.select_one("span.bibtex-citation").get_text("")
     assert citation == "[Vaswani et al., 2017]"

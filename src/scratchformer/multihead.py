@@ -265,13 +265,13 @@ class MultiHeadAttention(Layer):
 
     def _split_inputs(self, x, context):
         """Project and split into heads: (..., h, n, d_k) each."""
-        if context is x:  # self-attention: one product with [W_Q W_K W_V] (fewer, larger)
+        if context is x:  # self-attention: one product with [W_Q W_K W_V]
             d, p = self.d_model, self.params
             # (..., n, d_model) @ (d_model, 3 d_model) -> (..., n, 3 d_model)
             qkv = x @ np.concatenate([p["w_q"], p["w_k"], p["w_v"]], axis=1)
             if self.bias:
                 qkv += np.concatenate([p["b_q"], p["b_k"], p["b_v"]])
-            q, k, v = qkv[..., :d], qkv[..., d:2 * d], qkv[..., 2 * d:]  # views
+            q, k, v = qkv[..., :d], qkv[..., d:2 * d], qkv[..., 2 * d:]
         else:
             q = self._project(x, "q")  # (..., n_q, d_model)
             k = self._project(context, "k")  # (..., n_k, d_model)
