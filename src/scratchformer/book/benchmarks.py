@@ -306,21 +306,21 @@ def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
     kernel_flop = n_heads * (scores_flop + sums_flop)
     layer_flop = kernel_flop + 2 * n * d_model * 4 * d_model
     rows = [
-        ("one head: scores q k^T", "gemm", scores_flop / 1e9, times["scores"], core_gflops),
-        ("one head: exponentials", "exp", n * n / 1e6, times["exponentials"], 1 / exp_ns),
-        ("one head: weighted sums p [v 1]", "gemm", sums_flop / 1e9, times["weighted sums"],
+        ("one head: Q Kᵀ", "gemm", scores_flop / 1e9, times["scores"], core_gflops),
+        ("one head: exp", "exp", n * n / 1e6, times["exponentials"], 1 / exp_ns),
+        ("one head: P [V 1]", "gemm", sums_flop / 1e9, times["weighted sums"],
          core_gflops),
-        ("one head: the whole kernel", "gemm", (scores_flop + sums_flop) / 1e9,
+        ("one head: kernel", "gemm", (scores_flop + sums_flop) / 1e9,
          times["head"], core_gflops),
-        ("all cores: query, key, value projections", "layer", 6 * n * d_model**2 / 1e9,
+        ("all cores: Q, K, V projection", "layer", 6 * n * d_model**2 / 1e9,
          times["projections"], gemm_gflops),
-        ("all cores: the kernel, all heads", "layer", kernel_flop / 1e9, times["kernel"],
+        ("all cores: kernel, all heads", "layer", kernel_flop / 1e9, times["kernel"],
          gemm_gflops),
         ("all cores: output projection", "layer", 2 * n * d_model**2 / 1e9,
          times["output projection"], gemm_gflops),
-        ("whole layer, all heads (numpy)", "layer", layer_flop / 1e9, times["whole"],
+        ("layer (numpy)", "layer", layer_flop / 1e9, times["whole"],
          gemm_gflops),
-        ("whole layer, all heads (torch SDPA)", "layer", layer_flop / 1e9,
+        ("layer (torch SDPA)", "layer", layer_flop / 1e9,
          times["torch SDPA"], gemm_gflops),
     ]
     phases = []
