@@ -43,6 +43,36 @@ def figures_of(site: Path) -> dict[str, list[str]]:
             for page in sorted(site.rglob("*.html"))}
 
 
+ENVIRONMENT_PROBE = """\
+import sys
+sys.path.insert(0, {tools!r})
+import build_book
+import nbformat
+
+env = dict(build_book.os.environ)
+env.pop("OPENBLAS_NUM_THREADS", None)
+for given in (env | build_book.ONE_THREAD, env):  # a pooled chapter, then a timed one
+    _, notebook, _, error = build_book._execute({page!r}, given)
+    assert error is None, error
+    print(nbformat.reads(notebook, as_version=4).cells[0].outputs[0].text.strip())
+"""
+
+
+def test_each_chapter_gets_exactly_its_environment(tmp_path):
+    # The build executes several chapters in one worker process: a timed chapter after a
+    # pooled one must not inherit the pooled one's BLAS limit.
+    page = tmp_path / "page.md"
+    page.write_text("---\njupytext:\n  text_representation:\n    format_name: myst\n"
+                    "kernelspec:\n  display_name: Python 3\n  language: python\n"
+                    "  name: python3\n---\n\n```{code-cell} ipython3\nimport os\n"
+                    "print(os.environ.get('OPENBLAS_NUM_THREADS'))\n```\n")
+    probe = ENVIRONMENT_PROBE.format(tools=str(ROOT / "tools"), page=str(page))
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["1", "None"]
+
+
 def test_fingerprint_follows_the_package_and_nothing_else(tmp_path):
     build = load_build_module()
     repo = tmp_path / "repo"

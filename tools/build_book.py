@@ -98,7 +98,11 @@ def _execute(path: str, env: dict) -> tuple[str, str | None, float, str | None]:
     from jupyter_cache.executors.utils import single_nb_execution
     from jupyter_client.manager import KernelManager
 
-    os.environ.update(env)  # the kernel inherits this process's environment
+    # The kernel inherits this process's environment: exactly ``env``, so that what an earlier
+    # chapter of this worker was given (BLAS on one thread, for the pooled chapters) does not
+    # reach the next one (a timed chapter, which must have BLAS's default threads).
+    os.environ.clear()
+    os.environ.update(env)
     started = time.perf_counter()
     failure = None
     for _attempt in range(2):
