@@ -3,7 +3,7 @@
 Usage: ``python benchmarks/roofline.py [--n 2048 4096] [--repeats 5]``
 
 For each sequence length, measured in one run (interleaved rounds, medians): one core's
-float32 matrix-product rate and ``np.exp`` cost, all cores' product rate, one head's phases on
+and all cores' float32 matrix-product rate, one head's phases on
 one core (scores, exponentials, weighted sums, the whole kernel), the layer's projections, its
 kernel on all heads and cores, and the whole layer against PyTorch's SDPA version; each with
 the fraction of the machine's rate it attains (``scratchformer.book.benchmarks
@@ -29,8 +29,9 @@ def main() -> None:
               f"{r['gemm_gflops']:.0f} GFLOP/s, exp {r['exp_ns']:.2f} ns per element")
         for p in r["phases"]:
             unit = "G exp/s" if p["kind"] == "exp" else "GFLOP/s"
+            fraction = "" if p["fraction"] is None else f"{p['fraction']:5.2f} of the rate"
             print(f"  {p['phase']:40} {1e3 * p['seconds']:8.1f} ms "
-                  f"{p['rate']:8.1f} {unit:8} {p['fraction']:5.2f} of the rate")
+                  f"{p['rate']:8.1f} {unit:8} {fraction}")
 
 
 if __name__ == "__main__":

@@ -209,24 +209,25 @@ def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
     Measured in one run, interleaved, float32, batch 1; the machine's rates from the fastest
     of the rounds (what it can do), everything else from the median round:
 
-    - the machine, per core (BLAS on one thread): the rate of a large ``(2048, 2048)``
-      matrix product, and the cost of ``np.exp`` per element on a block of scores of the
-      kernel's size (``block_q`` queries by ``fast_attention._KEY_BLOCK`` keys); and the large
-      product's rate on all cores;
+    - the machine: the rate of a large ``(2048, 2048)`` matrix product on one core (BLAS on
+      one thread) and on all cores;
     - one head's attention on one core, phase by phase, each phase alone over all the head's
-      blocks, with the kernel's block sizes: the scores ``q k^T``, their exponentials, the
-      weighted sums ``p [v | 1]``; and the whole kernel for one head on one core;
+      blocks, with the kernel's block sizes (``block_q`` queries by
+      ``fast_attention._KEY_BLOCK`` keys): the scores ``q k^T``, their exponentials (which
+      are the core's rate for ``np.exp`` on blocks that stay in its cache), the weighted sums
+      ``p [v | 1]``; and the whole kernel for one head on one core;
     - the whole layer (inside ``layer.inference()``, all cores) and PyTorch's SDPA version.
 
     Returns
     -------
     dict
-        ``core_gflops``, ``gemm_gflops`` (all cores), ``exp_ns`` (per element, one core),
+        ``core_gflops``, ``gemm_gflops`` (all cores), ``exp_ns`` (the exponentials' cost per
+        element, one core),
         ``cores``, ``n``, ``square`` (the large product's size), and ``phases``: dicts
         with ``phase``, ``kind`` (``"gemm"``, ``"exp"``, ``"layer"``), ``work`` (GFLOP or
         millions of exponentials), ``seconds``, ``rate`` (GFLOP/s, or G exponentials per
         second) and ``fraction`` of the machine's rate for that work (one core for one head's
-        phases, all cores for the layer's).
+        products, all cores for the layer's; None for the exponentials).
     """
     import torch
 
@@ -283,12 +284,10 @@ def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
             out = torch.nn.functional.scaled_dot_product_attention(q_t, k_t_, v_t)
             return module.out_proj(out.transpose(1, 2).reshape(1, n, d_model))
 
-    p_exp = np.full_like(p, 0.5)  # exp of moderate values, as in the kernel
     scores()  # s_blk: a block of real scores, for exponentials()
     rounds = interleaved_times({
         "core gemm": one_core(lambda: big @ big),
         "gemm": lambda: big @ big,
-        "exp": one_core(lambda: [np.exp(p_exp, out=p) for _ in blocks]),
         "scores": one_core(scores),
         "exponentials": one_core(exponentials),
         "weighted sums": one_core(weighted_sums),
@@ -300,19 +299,19 @@ def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
         "torch SDPA": torch_sdpa,
     }, repeats=repeats)
     # The machine's rates: its fastest round (what it can do); the phases: the median round.
-    machine = ("core gemm", "gemm", "exp")
+    machine = ("core gemm", "gemm")
     times = {name: min(t) if name in machine else statistics.median(t)
              for name, t in rounds.items()}
     core_gflops = 2 * _SQUARE**3 / times["core gemm"] / 1e9
     gemm_gflops = 2 * _SQUARE**3 / times["gemm"] / 1e9
-    exp_ns = times["exp"] / (len(blocks) * p.size) * 1e9
+    exp_ns = times["exponentials"] / (n * n) * 1e9  # exp is itself the core's rate for exp
     scores_flop = 2 * n * n * d_k
     sums_flop = 2 * n * n * (d_k + 1)
     kernel_flop = n_heads * (scores_flop + sums_flop)
     layer_flop = kernel_flop + 2 * n * d_model * 4 * d_model
     rows = [
         ("one head: Q Kᵀ", "gemm", scores_flop / 1e9, times["scores"], core_gflops),
-        ("one head: exp", "exp", n * n / 1e6, times["exponentials"], 1 / exp_ns),
+        ("one head: exp", "exp", n * n / 1e6, times["exponentials"], None),
         ("one head: P [V 1]", "gemm", sums_flop / 1e9, times["weighted sums"],
          core_gflops),
         ("one head: kernel", "gemm", (scores_flop + sums_flop) / 1e9,
@@ -332,6 +331,6 @@ def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
     for phase, kind, work, seconds, peak in rows:
         rate = work / seconds / (1e3 if kind == "exp" else 1)  # GFLOP/s; G exp per second
         phases.append({"phase": phase, "kind": kind, "work": work, "seconds": seconds,
-                       "rate": rate, "fraction": rate / peak})
+                       "rate": rate, "fraction": None if peak is None else rate / peak})
     return {"core_gflops": core_gflops, "gemm_gflops": gemm_gflops, "exp_ns": exp_ns,
             "cores": cores(), "n": n, "square": _SQUARE, "phases": phases}
