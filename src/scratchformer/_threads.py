@@ -25,7 +25,8 @@ import ctypes
 import os
 import threading
 
-__all__ = ["BLAS_THREAD_CONTROL", "blas_thread_count", "blas_threads", "cores", "parallel_map"]
+__all__ = ["BLAS_THREAD_CONTROL", "blas_thread_count", "blas_threads", "cores", "parallel_map",
+           "shares"]
 
 
 def _find_controls():
@@ -111,31 +112,40 @@ def _pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
         return _POOL
 
 
-def parallel_map(function, items, workers: int | None = None):
-    """``[function(item) for item in items]``, the items shared among threads.
+def shares(items, workers: int | None = None) -> list[list]:
+    """``items`` dealt round robin into one share per worker (similar amounts each).
 
-    ``workers`` threads (default: as many as BLAS would use, which is one per core unless
-    ``OPENBLAS_NUM_THREADS`` or the like says less; at most one per item) each take a share of the
-    items, with BLAS limited to one thread meanwhile (:func:`blas_threads`). With one worker,
-    or when called from inside one of these threads, everything runs in the calling thread.
-    The first exception raised by ``function`` is raised here, after every thread has stopped.
+    ``workers`` defaults to as many as BLAS would use: one per core unless
+    ``OPENBLAS_NUM_THREADS`` or the like says less; never more than there are items.
     """
     items = list(items)
     if workers is None:
         workers = min(cores(), blas_thread_count() or cores())
-    workers = min(workers, len(items))
-    if workers <= 1 or threading.current_thread().name.startswith("scratchformer"):
+    workers = max(1, min(workers, len(items)))
+    return [items[i::workers] for i in range(workers)]
+
+
+def parallel_map(function, items, workers: int | None = None):
+    """``[function(item) for item in items]``, the items shared among threads.
+
+    ``workers`` threads (default as in :func:`shares`) each take a share of the items, with
+    BLAS limited to one thread meanwhile (:func:`blas_threads`). With one worker, or when
+    called from inside one of these threads, everything runs in the calling thread. The first
+    exception raised by ``function`` is raised here, after every thread has stopped.
+    """
+    items = list(items)
+    dealt = shares(items, workers)
+    if len(dealt) <= 1 or threading.current_thread().name.startswith("scratchformer"):
         return [function(item) for item in items]
 
     def run(share):
         return [function(item) for item in share]
 
-    shares = [items[i::workers] for i in range(workers)]  # round robin: similar amounts
     with blas_threads(1):
-        futures = [_pool(workers).submit(run, share) for share in shares]
+        futures = [_pool(len(dealt)).submit(run, share) for share in dealt]
         concurrent.futures.wait(futures)
     results = [future.result() for future in futures]  # raises the first exception
     ordered = [None] * len(items)
     for i, share in enumerate(results):
-        ordered[i::workers] = share
+        ordered[i::len(dealt)] = share
     return ordered

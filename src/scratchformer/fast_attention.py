@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from ._threads import blas_thread_count, cores, parallel_map
+from ._threads import parallel_map, shares
 from .attention import _check_no_underflow
 from .functional import check_no_overflow
 
@@ -189,10 +189,8 @@ def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
                     np.divide(p, total, out=p)
 
     heads = list(np.ndindex(*batch))
-    workers = 1
-    if len(heads) * n_q * n_k >= _PARALLEL_SCORES:  # as many threads as BLAS would use
-        workers = min(cores(), blas_thread_count() or cores(), len(heads))
     # The heads are independent: each thread attends with its share, into its slices of
     # ``out`` and ``weights``, with BLAS on one thread (module ``_threads``).
-    parallel_map(attend, [heads[i::workers] for i in range(workers)], workers)
+    dealt = shares(heads) if len(heads) * n_q * n_k >= _PARALLEL_SCORES else [heads]
+    parallel_map(attend, dealt, len(dealt))
     return out, weights
