@@ -61,14 +61,15 @@ def fingerprint(root: Path = ROOT) -> str:
 
 
 def chapters(root: Path = ROOT) -> list[Path]:
-    """The chapters of ``_toc.yml`` that hold code cells, in the order of the table of contents."""
-    import yaml
-
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
-    files = [toc["root"]] + [chapter["file"] for part in toc.get("parts", [])
-                             for chapter in part.get("chapters", [])]
-    paths = [root / (name if name.endswith(".md") else name + ".md") for name in files]
-    return [path for path in paths if path.exists() and "```{code-cell}" in path.read_text()]
+    """The chapters of ``_toc.yml`` that hold code cells, in the order of the table of contents
+    (the walk of ``tools/notebooks.py``)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from notebooks import toc_pages
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    return [path for path in toc_pages(root)
+            if path.exists() and "```{code-cell}" in path.read_text()]
 
 
 def _read_notebook(path: Path):

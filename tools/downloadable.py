@@ -687,10 +687,8 @@ def standalone(notebook, docname: str, targets: Targets | None, repository: str,
 
 
 def toc_docnames(root: Path = ROOT) -> list[str]:
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
-    files = [toc["root"]] + [chapter["file"] for part in toc.get("parts", [])
-                             for chapter in part.get("chapters", [])]
-    return [name.removesuffix(".md") for name in files]
+    """The docname (``book/scaling``) of every page of ``_toc.yml``, in its order."""
+    return [str(page.relative_to(root).with_suffix("")) for page in _notebooks().toc_pages(root)]
 
 
 def rewrite_downloadable_notebooks(sources: Path = BUILD / "html" / "_sources",

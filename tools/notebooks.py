@@ -33,13 +33,21 @@ if importlib.util.find_spec("scratchformer") is None:
                     "scratchformer[book] @ git+{repository}.git@{ref}"], check=True)'''
 
 
-def chapters(root: Path = ROOT) -> list[Path]:
-    """The MyST notebook of every page of ``_toc.yml`` (pages without code are left out)."""
+def toc_pages(root: Path = ROOT) -> list[Path]:
+    """Every page of ``_toc.yml``, in its order, as the path of its MyST file.
+
+    The one walk of the table of contents: ``tools/build_book.py`` and
+    ``tools/downloadable.py`` use it too."""
     toc = yaml.safe_load((root / "_toc.yml").read_text())
     files = [toc["root"]] + [chapter["file"] for part in toc.get("parts", [])
-                             for chapter in part["chapters"]]
-    pages = [root / f"{file}.md" for file in files]
-    return [page for page in pages if "kernelspec:" in page.read_text().split("\n---", 1)[0]]
+                             for chapter in part.get("chapters", [])]
+    return [root / (name if name.endswith(".md") else f"{name}.md") for name in files]
+
+
+def chapters(root: Path = ROOT) -> list[Path]:
+    """The MyST notebook of every page of ``_toc.yml`` (pages without code are left out)."""
+    return [page for page in toc_pages(root)
+            if "kernelspec:" in page.read_text().split("\n---", 1)[0]]
 
 
 def repository_url(root: Path = ROOT) -> str:
