@@ -10,7 +10,7 @@ INSTALL_KEY := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1
 READY := $(VENV)/.ready-$(INSTALL_KEY)
 PORT ?= 8000
 
-.PHONY: setup book pdf test unit lint serve clean distclean
+.PHONY: setup book pdf test unit seeds lint serve clean distclean
 
 setup: $(READY)
 
@@ -50,7 +50,12 @@ test: lint pdf $(LINT) $(AXE)
 
 # The package's own tests, without building the book or opening a browser (about two minutes).
 unit: $(READY)
-	$(BIN)/python -m pytest -m "not build and not browser and not site"
+	$(BIN)/python -m pytest -m "not build and not browser and not site and not seeds"
+
+# The training chapters executed with seeds 0 to 4: every claim they assert must hold for each
+# (tests/test_seeds.py; part of `make test`). tools/seed_sweep.py reports each claim's margins.
+seeds: $(READY)
+	$(BIN)/python -m pytest tests/test_seeds.py
 
 # ruff, configured in pyproject.toml, over the package, the tests, the tools and the benchmarks.
 lint: $(READY)

@@ -4,7 +4,11 @@
 the loss and the score) and a :class:`TrainConfig` (the optimisation only), so every model of
 the book trains through the same loop. Training examples are drawn fresh at every step, never
 from the held-out validation and test sets; training stops when the validation accuracy reaches
-a target or after ``max_steps``, and everything is deterministic for a given seed. The command
+a target or after ``max_steps``. A seed fixes the initial weights, the held-out sets and every
+batch, so a run repeats exactly on one machine with the same BLAS library, kernel and number of
+threads; another of these rounds the matrix products differently, and over hundreds of steps
+the differences grow into another trained model, as another seed would (the book asserts only
+what holds over seeds, ``tests/test_seeds.py``). The command
 line trains the book's model on a task; its last line is ``accuracy=<float> seconds=<float>``:
 the task's headline accuracy on the held-out test set and the training time.
 

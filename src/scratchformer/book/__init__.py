@@ -16,7 +16,7 @@ from .diagram import architecture
 from .display import markdown_table, weights_table
 from .plotting import attention_heads, attention_heatmap, attention_layers, curves, matrix_heatmap
 from .rnn import rnn_influence
-from .runs import train_once
+from .runs import book_seed, train_once
 from .timing import interleaved_medians, interleaved_times, peak_allocated
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "attention_heatmap",
     "attention_layers",
     "block_gradient_norms",
+    "book_seed",
     "curves",
     "gradient_norms",
     "interleaved_medians",

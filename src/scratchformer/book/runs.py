@@ -11,9 +11,11 @@ it does with the execution cache. Without the variable (a reader running a downl
 notebook), :func:`train_once` simply trains.
 
 A run is found by a key over everything that decides its outcome: the model's class, its
-configuration and its initial parameters (bytes), the task, the training configuration and the
-source of the package itself. Two chapters asking for the same run with the same seed get the
-same key; any other difference trains anew. A lock on the entry makes a chapter wait for one
+configuration and its initial parameters (bytes), the task, the training configuration, the
+source of the package itself, and what decides the rounding of its matrix products: the BLAS
+library's number of threads and the kernel a variable such as ``OPENBLAS_CORETYPE`` forces.
+Two chapters asking for the same run with the same seed get the same key; any other
+difference trains anew. A lock on the entry makes a chapter wait for one
 that is training the same run at the same time (the build executes chapters in parallel).
 """
 
@@ -27,10 +29,14 @@ from pathlib import Path
 
 from .. import train as _train
 
-__all__ = ["RUNS_VARIABLE", "run_key", "train_once"]
+__all__ = ["RUNS_VARIABLE", "SEED_VARIABLE", "book_seed", "run_key", "train_once"]
 
 #: The environment variable naming the directory of stored runs.
 RUNS_VARIABLE = "SCRATCHFORMER_RUNS"
+#: The environment variable that gives the training chapters another seed than the book's.
+SEED_VARIABLE = "SCRATCHFORMER_SEED"
+# Variables that choose how BLAS computes (and so rounds) a matrix product.
+_BLAS_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS")
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
@@ -41,9 +47,41 @@ def _package_digest() -> bytes:
     return digest.digest()
 
 
+def book_seed() -> int:
+    """The seed of the training chapters' runs: 0, the book's, unless ``SCRATCHFORMER_SEED``
+    names another.
+
+    The chapters pass it to every model and training run whose outcome they state, so that
+    ``tests/test_seeds.py`` can execute them with seeds 0 to 4 and check that every claim
+    they assert holds for each, not for the book's seed alone.
+    """
+    value = os.environ.get(SEED_VARIABLE, "").strip()
+    if not value:
+        return 0
+    try:
+        seed = int(value)
+    except ValueError:
+        raise ValueError(f"{SEED_VARIABLE} must be a non-negative integer, got {value!r}") from None
+    if seed < 0:
+        raise ValueError(f"{SEED_VARIABLE} must be a non-negative integer, got {value!r}")
+    return seed
+
+
+def _rounding() -> bytes:
+    """What decides the rounding of the run's matrix products besides the code: BLAS's thread
+    count (a product split among threads may sum in another order) and forced kernels."""
+    from .._threads import blas_thread_count
+
+    settings = [f"threads={blas_thread_count()}"]
+    settings += [f"{name}={os.environ[name]}" for name in _BLAS_VARIABLES if name in os.environ]
+    return ";".join(settings).encode()
+
+
 def run_key(model, task, config) -> str:
-    """The hexadecimal key of training ``model`` (as it is now) on ``task`` with ``config``."""
+    """The hexadecimal key of training ``model`` (as it is now) on ``task`` with ``config``,
+    on this process's BLAS settings."""
     digest = hashlib.sha256(_package_digest())
+    digest.update(_rounding())
     digest.update(type(model).__qualname__.encode())
     digest.update(repr(getattr(model, "config", None)).encode())
     for name, owner, key in model.named_parameters():

@@ -1,0 +1,71 @@
+"""The store of shared training runs (``scratchformer.book.runs``) and the chapters' seed.
+
+- ``run_key`` changes with everything that changes a run's outcome: the seed, the initial
+  weights, the task, the training settings, BLAS's thread count and a variable that forces a
+  BLAS kernel; it is the same for the same run asked for twice.
+- ``train_once`` trains a run once per store and hands a second caller the stored result.
+- ``book_seed`` reads ``SCRATCHFORMER_SEED`` (0 without it) and refuses what is not a
+  non-negative integer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from scratchformer import _threads
+from scratchformer import train as tr
+from scratchformer.book import runs
+
+TASK = tr.make_task("reverse", length=4, vocab_size=5)
+CONFIG = tr.TrainConfig(max_steps=3, warmup_steps=1, eval_every=3, n_valid=8, n_test=8,
+                        batch_size=4, target_accuracy=None)
+
+
+def small_model(seed=0):
+    return tr.book_model(TASK, seed=seed, d_model=8, n_heads=2, d_ff=8, n_layers=1)
+
+
+def test_the_key_is_the_same_for_the_same_run():
+    assert runs.run_key(small_model(), TASK, CONFIG) == runs.run_key(small_model(), TASK, CONFIG)
+
+
+def test_the_key_changes_with_what_changes_the_outcome(monkeypatch):
+    key = runs.run_key(small_model(), TASK, CONFIG)
+    assert runs.run_key(small_model(seed=1), TASK, CONFIG) != key  # initial weights
+    assert runs.run_key(small_model(), TASK, dataclasses.replace(CONFIG, seed=1)) != key
+    assert runs.run_key(small_model(), tr.make_task("sort", length=4, vocab_size=5),
+                        CONFIG) != key
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")  # a forced kernel rounds differently
+    assert runs.run_key(small_model(), TASK, CONFIG) != key
+
+
+@pytest.mark.skipif(not _threads.BLAS_THREAD_CONTROL, reason="BLAS's threads cannot be set")
+def test_the_key_changes_with_blas_threads():
+    with _threads.blas_threads(1):
+        one = runs.run_key(small_model(), TASK, CONFIG)
+    if _threads.blas_thread_count() == 1:
+        pytest.skip("BLAS runs on one thread only here")
+    assert runs.run_key(small_model(), TASK, CONFIG) != one
+
+
+def test_train_once_trains_once_per_store(tmp_path, monkeypatch):
+    monkeypatch.setenv(runs.RUNS_VARIABLE, str(tmp_path))
+    first = runs.train_once(small_model(), TASK, CONFIG)
+    assert len(list(tmp_path.glob("*.pickle"))) == 1
+    second = runs.train_once(small_model(), TASK, CONFIG)
+    np.testing.assert_array_equal(first.history["loss"], second.history["loss"])
+    assert second.seconds == first.seconds  # read back, not trained again
+
+
+def test_book_seed(monkeypatch):
+    monkeypatch.delenv(runs.SEED_VARIABLE, raising=False)
+    assert runs.book_seed() == 0
+    monkeypatch.setenv(runs.SEED_VARIABLE, "3")
+    assert runs.book_seed() == 3
+    for bad in ("-1", "two", "1.5"):
+        monkeypatch.setenv(runs.SEED_VARIABLE, bad)
+        with pytest.raises(ValueError, match="SCRATCHFORMER_SEED must be a non-negative"):
+            runs.book_seed()

@@ -1,0 +1,74 @@
+"""Every claim the training chapters assert holds for seeds 0 to 4, not for the book's alone.
+
+A claim about a trained run is a claim about one draw of initial weights and data and one
+rounding of its matrix products, which another BLAS kernel or thread count changes. The
+chapters whose claims rest on such runs (``tools/seed_sweep.py``'s ``SEEDED_CHAPTERS``) take
+their seed from ``scratchformer.book.book_seed()``; this test executes each of them, in a
+fresh kernel with BLAS on one thread as the build does, with ``SCRATCHFORMER_SEED`` = 0 to 4,
+and fails with the chapter's own error when an assertion does not hold. The chapter's cells
+are its claims, written once: the build checks them on the book's seed, this test on five.
+
+The runs are stored as the build stores them (``scratchformer.book.runs``), in
+``_build/.runs`` beside the build's, so that the book's seed reuses the build's run on this
+machine (its key holds the package's source and the BLAS settings) and two chapters that
+share a run of another seed train it once. ``python tools/seed_sweep.py`` reports, for every
+assertion, in how many seeds it holds and the range of what it compares.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+from seed_sweep import SEEDED_CHAPTERS, execute  # noqa: E402
+
+pytestmark = pytest.mark.seeds
+SEEDS = range(5)
+WORKERS = 2  # the machine's cores; each kernel's BLAS has one thread
+
+
+def _execute_in_store(chapter: str, seed: int, store: str) -> str | None:
+    os.environ["SCRATCHFORMER_RUNS"] = store
+    return execute(chapter, seed)
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    """(chapter, seed) -> None or the error of the cell that failed, every pair executed
+    two at a time."""
+    store = ROOT / "_build" / ".runs"
+    store.mkdir(parents=True, exist_ok=True)
+    pairs = [(chapter, seed) for seed in SEEDS for chapter in SEEDED_CHAPTERS]
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(WORKERS, mp_context=context) as pool:
+        futures = {pair: pool.submit(_execute_in_store, *pair, str(store)) for pair in pairs}
+        return {pair: future.result() for pair, future in futures.items()}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("chapter", SEEDED_CHAPTERS)
+def test_the_chapter_s_claims_hold_for_the_seed(outcomes, chapter, seed):
+    error = outcomes[chapter, seed]
+    assert error is None, f"{chapter} with SCRATCHFORMER_SEED={seed}:\n{error}"
+
+
+def test_every_chapter_that_trains_is_swept():
+    """A chapter that trains a model or reads a trained run takes its seed from book_seed,
+    and is in the sweep: a new training chapter cannot be forgotten."""
+    markers = ("sfb.train_once(", "tr.train(", "= train(", "train(book_model(", "book_seed()")
+    training = set()
+    for path in sorted((ROOT / "book").glob("*.md")):
+        text = path.read_text()
+        if any(marker in text for marker in markers):
+            training.add(f"book/{path.name}")
+    assert training == set(SEEDED_CHAPTERS)
+    for chapter in SEEDED_CHAPTERS:
+        assert "sfb.book_seed()" in (ROOT / chapter).read_text(), chapter
