@@ -69,3 +69,26 @@ def test_book_seed(monkeypatch):
         monkeypatch.setenv(runs.SEED_VARIABLE, bad)
         with pytest.raises(ValueError, match="SCRATCHFORMER_SEED must be a non-negative"):
             runs.book_seed()
+
+
+@pytest.mark.skipif(not _threads.BLAS_THREAD_CONTROL, reason="BLAS's threads cannot be set")
+@pytest.mark.parametrize("stored", [False, True])
+def test_train_once_trains_on_one_blas_thread(tmp_path, monkeypatch, stored):
+    """So that a chapter that times code (BLAS's default threads) and one that does not
+    (one thread) share one run, rounded one way."""
+    if stored:
+        monkeypatch.setenv(runs.RUNS_VARIABLE, str(tmp_path))
+    else:
+        monkeypatch.delenv(runs.RUNS_VARIABLE, raising=False)
+    seen = []
+    real = tr.train
+
+    def train(*args, **kwargs):
+        seen.append(_threads.blas_thread_count())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runs._train, "train", train)
+    before = _threads.blas_thread_count()
+    runs.train_once(small_model(), TASK, CONFIG)
+    assert seen == [1]
+    assert _threads.blas_thread_count() == before  # restored

@@ -15,7 +15,11 @@ configuration and its initial parameters (bytes), the task, the training configu
 source of the package itself, and what decides the rounding of its matrix products: the BLAS
 library's number of threads and the kernel a variable such as ``OPENBLAS_CORETYPE`` forces.
 Two chapters asking for the same run with the same seed get the same key; any other
-difference trains anew. A lock on the entry makes a chapter wait for one
+difference trains anew. Every run is trained with BLAS on one thread (a chapter that times code
+runs with BLAS's default threads, and would otherwise train, and round, differently from the
+chapter it shares a run with), so a chapter that measures speed and one that does not read
+the same trained model, and a reader running a downloaded notebook on the same machine gets
+the build's run. A lock on the entry makes a chapter wait for one
 that is training the same run at the same time (the build executes chapters in parallel).
 """
 
@@ -111,14 +115,21 @@ def train_once(model, task, config=None):
     Returns the :class:`~scratchformer.train.TrainResult`. When the run is stored, its
     ``model`` is the stored trained model (``model`` itself is left untrained), and its
     ``seconds`` are those of the build that trained it. ``config`` defaults to
-    :class:`~scratchformer.train.TrainConfig`'s defaults.
+    :class:`~scratchformer.train.TrainConfig`'s defaults. BLAS runs on one thread while it
+    trains (and while the key is taken).
     """
+    from .._threads import blas_threads
+
     if config is None:
         config = _train.TrainConfig()
-    store = os.environ.get(RUNS_VARIABLE)
-    if not store:
-        return _train.train(model, task, config)
-    directory = Path(store)
+    with blas_threads(1):  # one rounding for every chapter: see the module
+        store = os.environ.get(RUNS_VARIABLE)
+        if not store:
+            return _train.train(model, task, config)
+        return _train_stored(Path(store), model, task, config)
+
+
+def _train_stored(directory: Path, model, task, config):
     directory.mkdir(parents=True, exist_ok=True)
     key = run_key(model, task, config)
     entry = directory / f"{key}.pickle"
