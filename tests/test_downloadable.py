@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -102,14 +103,29 @@ def test_the_first_cell_installs_the_package_and_the_outputs_are_kept(page):
     first, *rest = notebook.cells
     ref = re.search(r"\.git@([\w./-]+)\"", first.source)
     assert ref and (re.fullmatch(r"[0-9a-f]{40}", ref[1]) or ref[1] == "main")
-    assert first.cell_type == "code" and first.source == notebooks.INSTALL_CELL.format(
-        repository=REPOSITORY, ref=ref[1])
     code = [cell for cell in rest if cell.cell_type == "code"]
+    torch = uses_torch(page)
+    assert first.cell_type == "code" and first.source == notebooks.install_source(
+        REPOSITORY, ref[1], torch=torch)
+    assert ("scratchformer[book,torch] @" in first.source) == torch
     assert len(code) == (ROOT / f"{page}.md").read_text().count("```{code-cell}")
     assert all(cell.execution_count for cell in code)  # executed, in order
     counts = [cell.execution_count for cell in code]
     assert counts == sorted(counts) and any(cell.outputs for cell in code)
     assert "jupytext" not in notebook.metadata
+
+
+def uses_torch(page: str) -> bool:
+    """Whether the chapter's code cells, as written in its MyST source, name PyTorch."""
+    source = (ROOT / f"{page}.md").read_text()
+    cells = re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", source, re.S | re.M)
+    return any(re.search(r"\btorch\b", cell) for cell in cells)
+
+
+def test_the_chapters_that_compare_with_pytorch_are_told_apart():
+    with_torch = [page for page in CHAPTERS if uses_torch(page)]
+    assert "book/transformer_block" in with_torch and "book/scaling" not in with_torch
+    assert 0 < len(with_torch) < len(CHAPTERS)
 
 
 def html_text(page: str) -> str:
@@ -238,42 +254,106 @@ def test_stale_notebooks_of_removed_pages_are_left_alone():
         assert not nbformat.read(stale, as_version=4).metadata.get("scratchformer-standalone")
 
 
-def fastest_chapter() -> str:
-    """The chapter that executed in the least time in the last build."""
-    times_file = ROOT / "_build" / ".execution-seconds.json"
-    times = yaml.safe_load(times_file.read_text()) if times_file.exists() else {}
-    known = [page for page in CHAPTERS if f"{page}.md" in times]
-    return min(known, key=lambda page: times[f"{page}.md"]) if known else "book/self_attention"
+class Reader:
+    """A reader's Jupyter, made fresh: a virtual environment holding ipykernel and nothing
+    else (what any Jupyter, Colab or Binder, has), registered as a kernel. Everything the
+    chapters need beyond it comes from running a notebook's own first cell, with one change:
+    the package is installed from a wheel of this checkout instead of from GitHub at the
+    build's commit (the index of packages is the one pip is configured with)."""
+
+    def __init__(self, folder: Path, wheel: Path, name: str):
+        self.folder, self.wheel, self.name = folder, wheel, name
+        self.python = folder / "venv" / "bin" / "python"
+        self.jupyter = folder / "jupyter"
+        self.install_cell: str | None = None
+        subprocess.run([sys.executable, "-m", "venv", str(folder / "venv")], check=True,
+                       timeout=300)
+        subprocess.run([str(self.python), "-m", "pip", "install", "--quiet", "ipykernel"],
+                       check=True, timeout=900)
+        subprocess.run([str(self.python), "-m", "ipykernel", "install", "--prefix",
+                        str(self.jupyter), "--name", name], check=True, timeout=300,
+                       capture_output=True)
+        probe = ("import importlib.util\nprint(' '.join(m for m in ('scratchformer', "
+                 "'matplotlib', 'num2words', 'myst_nb', 'torch') if importlib.util.find_spec(m)))")
+        self.at_start = subprocess.run([str(self.python), "-c", probe], capture_output=True,
+                                       text=True, timeout=120, check=True).stdout.split()
+
+    def install_from_checkout(self, source: str) -> str:
+        url = re.search(r"git\+\S+?\.git@[\w./-]+", source)
+        assert url, source
+        return source.replace(url[0], self.wheel.as_uri())
 
 
-def test_a_downloaded_notebook_runs_outside_the_repository(tmp_path, monkeypatch):
-    """The notebook, alone in a folder, with the package importable from a copy of it (so the
-    install cell finds it and skips pip: there is no network) and nothing of the repository."""
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """A wheel of the package as this checkout has it (pyproject, README, src)."""
+    folder = tmp_path_factory.mktemp("checkout")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, folder / name)
+    shutil.copytree(ROOT / "src", folder / "src",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out),
+                    str(folder)], check=True, timeout=900)
+    (built,) = out.glob("scratchformer-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def readers(tmp_path_factory, wheel):
+    """One fresh environment for the chapters without PyTorch, one for those with it: within
+    each, every chapter's install cell is the same cell, so each chapter runs where only a cell
+    like its own has installed anything."""
+    made: dict[bool, Reader] = {}
+
+    def reader(torch: bool) -> Reader:
+        if torch not in made:
+            name = "reader-torch" if torch else "reader"
+            made[torch] = Reader(tmp_path_factory.mktemp(name), wheel, name)
+        return made[torch]
+
+    return reader
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_a_downloaded_notebook_runs_in_a_fresh_jupyter(page, readers, tmp_path, monkeypatch):
+    """The notebook, alone in a folder, executed top to bottom by a kernel of a fresh
+    environment that holds only what install cells like its first one installed."""
     from nbclient import NotebookClient
 
-    page = fastest_chapter()
     notebook = downloaded(page)
-    assert "importlib.util.find_spec(\"scratchformer\")" in notebook.cells[0].source
-    work, packages = tmp_path / "reader", tmp_path / "site-packages"
-    work.mkdir()
-    shutil.copytree(ROOT / "src" / "scratchformer", packages / "scratchformer",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    nbformat.write(notebook, work / "chapter.ipynb")
-    notebook = nbformat.read(work / "chapter.ipynb", as_version=4)
+    reader = readers(uses_torch(page))
+    first = notebook.cells[0]
+    assert "importlib.util.find_spec(name) is None" in first.source
+    if reader.install_cell is None:
+        reader.install_cell = first.source
+    assert first.source == reader.install_cell, "two chapters of one group install differently"
+    first.source = reader.install_from_checkout(first.source)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
     notebook.cells.append(nbformat.v4.new_code_cell(
         "import scratchformer\nprint(scratchformer.__file__)"))
-    monkeypatch.setenv("PYTHONPATH", str(packages))
-    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    for name in ("SCRATCHFORMER_RUNS", "IPYTHONDIR"):
+    work = tmp_path / "reader"
+    work.mkdir()
+    for name in ("PYTHONPATH", "VIRTUAL_ENV", "MPLBACKEND", "IPYTHONDIR", "SCRATCHFORMER_RUNS",
+                 "SCRATCHFORMER_SEED", "JUPYTER_PATH"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("JUPYTER_PATH", str(reader.jupyter / "share" / "jupyter"))
     monkeypatch.chdir(work)
-    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
+    client = NotebookClient(notebook, timeout=1800, kernel_name=reader.name,
                             resources={"metadata": {"path": str(work)}})
     client.execute()
-    origin = "".join(notebook.cells[-1].outputs[0]["text"]).strip()
-    assert Path(origin).is_relative_to(packages), origin
+    origin = Path("".join(notebook.cells[-1].outputs[0]["text"]).strip())
+    assert origin.is_relative_to(reader.folder / "venv"), origin
     assert not any(output.get("output_type") == "error"
                    for cell in notebook.cells for output in cell.get("outputs", []))
+
+
+def test_a_fresh_jupyter_lacks_what_the_install_cell_installs(readers):
+    """The check above can fail: before any install cell ran, the fresh kernel's Python had
+    none of the packages the chapters import beyond a bare Jupyter."""
+    assert readers(False).at_start == [] and readers(True).at_start == []
 
 
 def test_the_rewriting_of_a_cell_without_the_build():

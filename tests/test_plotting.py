@@ -12,6 +12,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from scratchformer import book as sfb  # noqa: E402
 from scratchformer.book import attention_heatmap, weights_table  # noqa: E402
 
 TOKENS = ["the", "cat", "sat"]
@@ -200,3 +201,30 @@ def test_curves_differ_by_more_than_colour(styles):
     assert len(set(looks)) == len(series), looks
     colours = [line.get_color() for line in fig.axes[0].lines]
     assert len(set(colours)) == len(series)
+
+
+def test_glue_hands_the_value_to_myst_nb_where_the_book_is_built(monkeypatch):
+    import myst_nb
+
+    calls = []
+    monkeypatch.setattr(myst_nb, "glue", lambda *args: calls.append(args))
+    sfb.glue("ratio", 3.5, display=False)
+    assert calls == [("ratio", 3.5, False)]
+
+
+def test_glue_only_shows_the_value_without_myst_nb(monkeypatch, capsys):
+    """A downloaded notebook runs without MyST-NB: its text is written out already."""
+    import importlib.util
+
+    import IPython.display
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "myst_nb" else find_spec(name, *a))
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    sfb.glue("ratio", 3.5, display=False)
+    sfb.glue("table", "| a |", display=True)
+    assert shown == ["| a |"]
+    with pytest.raises(ValueError, match="non-empty name"):
+        sfb.glue("", 1)

@@ -8,7 +8,6 @@ launch buttons to the notebooks that ``tools/notebooks.py`` writes for the ``not
 from __future__ import annotations
 
 import html.parser
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -104,28 +103,44 @@ def test_pages_without_code_have_no_launch_buttons():
     assert links["Source repository"] == REPOSITORY
 
 
-def test_the_launched_notebooks_are_written_for_every_chapter(tmp_path):
-    """What the notebooks workflow publishes: one notebook a chapter, installing the package."""
+@site
+def test_the_launched_notebooks_are_the_downloadable_ones(tmp_path):
+    """What the publishing workflow puts on the notebooks branch: for every chapter, the
+    notebook its page offers for download (executed, plain Markdown, an install cell)."""
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "notebooks.py"),
-                             "--out", str(tmp_path), "--ref", "0123abc"],
-                            capture_output=True, text=True, timeout=120)
+                             "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     written = sorted(p.relative_to(tmp_path).with_suffix("").as_posix()
                      for p in tmp_path.rglob("*.ipynb"))
     assert written == sorted(CHAPTERS)
     for page in CHAPTERS:
-        notebook = nbformat.read(tmp_path / f"{page}.ipynb", as_version=4)
-        nbformat.validate(notebook)
-        first, *rest = notebook.cells
-        assert f"scratchformer[book] @ git+{REPOSITORY}.git@0123abc" in first.source
-        code = [cell for cell in rest if cell.cell_type == "code"]
-        assert len(code) == (ROOT / f"{page}.md").read_text().count("```{code-cell}")
-        assert all(not cell.outputs for cell in code)
+        published = tmp_path / f"{page}.ipynb"
+        assert published.read_bytes() == (SITE / "_sources" / f"{page}.ipynb").read_bytes()
+        notebook = nbformat.read(published, as_version=4)
+        assert notebook.metadata[notebooks.MARKER] is True
+        assert notebook.cells[0].source.startswith(notebooks.INSTALL_CELL.split("\n", 1)[0])
 
 
-def test_the_install_cell_leaves_an_installed_package_alone(tmp_path):
-    """Where scratchformer is importable (here), the first cell runs without calling pip."""
-    cell = notebooks.INSTALL_CELL.format(repository="https://invalid.example/x", ref="none")
+def test_publishing_refuses_a_notebook_that_was_not_rewritten(tmp_path):
+    sources = tmp_path / "_sources"
+    (sources / "book").mkdir(parents=True)
+    for page in CHAPTERS:
+        nbformat.write(nbformat.v4.new_notebook(), sources / f"{page}.ipynb")
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "notebooks.py"),
+                             "--out", str(tmp_path / "out"), "--sources", str(sources)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "was not rewritten" in result.stderr
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "notebooks.py"),
+                             "--out", str(tmp_path / "out"), "--sources", str(tmp_path / "none")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "run `make book` first" in result.stderr
+
+
+@pytest.mark.parametrize("torch", [False, True])
+def test_the_install_cell_leaves_an_installed_package_alone(tmp_path, torch):
+    """Where scratchformer (and PyTorch) are importable (here), the first cell runs without
+    calling pip; the URL it would install from is unreachable."""
+    cell = notebooks.install_source("https://invalid.example/x", "none", torch=torch)
     script = tmp_path / "cell.py"
     script.write_text(cell + "\nprint('ran')\n")
     env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
@@ -134,15 +149,30 @@ def test_the_install_cell_leaves_an_installed_package_alone(tmp_path):
     assert result.returncode == 0 and result.stdout.strip() == "ran", result.stderr
 
 
+def test_the_install_cell_asks_for_pytorch_only_where_the_chapter_uses_it():
+    plain = notebooks.install_source("https://github.com/o/r", "abc")
+    torch = notebooks.install_source("https://github.com/o/r", "abc", torch=True)
+    assert "scratchformer[book] @ git+https://github.com/o/r.git@abc" in plain
+    assert "('scratchformer',)" in plain and "torch" not in plain
+    assert "scratchformer[book,torch] @ git+https://github.com/o/r.git@abc" in torch
+    assert "('scratchformer', 'torch')" in torch
+    assert notebooks.needs_torch("import torch\n") and not notebooks.needs_torch("pytorch = 1")
+
+
 def test_the_workflow_publishes_the_branch_the_buttons_open():
+    """The publishing workflow builds the book, then puts its chapters' notebooks, as the only
+    commit, on the branch the launch buttons open."""
     sys.path.insert(0, str(ROOT / "book" / "_ext"))
     import launch_notebooks
 
-    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "notebooks.yml").read_text())
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "pages.yml").read_text())
     assert workflow[True]["push"]["branches"] == [BRANCH]
-    script = "\n".join(step.get("run", "") for step in workflow["jobs"]["publish"]["steps"])
-    assert "python tools/notebooks.py --ref \"$GITHUB_SHA\"" in script
+    steps = workflow["jobs"]["build"]["steps"]
+    runs = [step.get("run", "") for step in steps]
+    build = next(i for i, run in enumerate(runs) if "make pdf" in run)
+    publish = next(i for i, run in enumerate(runs) if "python tools/notebooks.py" in run)
+    assert build < publish
     branch = launch_notebooks.NOTEBOOKS_BRANCH
-    assert f"git switch --orphan {branch}" in script
-    assert f"git push --force origin {branch}" in script
-    assert json.dumps(workflow["permissions"]) == json.dumps({"contents": "write"})
+    assert f"git push --force origin {branch}" in runs[publish]
+    assert workflow["jobs"]["build"]["permissions"] == {"contents": "write"}
+    assert not (ROOT / ".github" / "workflows" / "notebooks.yml").exists()

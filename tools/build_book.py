@@ -215,37 +215,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"build_book: the build failed (exit status {status})", file=sys.stderr)
         return status
     (BUILD / "html" / ".nojekyll").touch()  # GitHub Pages would hide the _static/ folders
-    restore_downloadable_outputs(BUILD / "html" / "_sources", CACHE)
-    # Then plain Jupyter Markdown and an install cell, so that the download runs on its own.
+    # The notebook each page offers for download, written again on every build from the
+    # chapter's source and its executed outputs: plain Jupyter Markdown and an install cell, so
+    # that it runs on its own (tools/downloadable.py).
     sys.path.insert(0, str(ROOT / "tools"))
     from downloadable import rewrite_downloadable_notebooks
 
-    rewrite_downloadable_notebooks(BUILD / "html" / "_sources")
+    rewrite_downloadable_notebooks(BUILD / "html" / "_sources", read=executed_notebook)
     FINGERPRINT.write_text(current + "\n")
     return 0
 
 
-def restore_downloadable_outputs(sources: Path, cache_path: Path) -> None:
-    """Put the outputs back into the downloadable ``.ipynb`` of chapters taken from the cache.
+def executed_notebook(path: Path):
+    """The chapter at ``path`` as MyST-NB read it, with the outputs of its execution in the
+    cache, which every chapter has after a build that succeeded.
 
-    When a chapter's prose changed but not its code, MyST-NB takes the outputs from the
-    execution cache for the page, but writes the notebook it offers for download as it was
-    before the merge, without them (myst_nb/sphinx_.py writes its own ``notebook``, not the
-    client's merged one). Such notebooks get their outputs from the same cache entry here.
-    """
-    import nbformat
+    This is the notebook MyST-NB copies into ``_sources``; it is made again here because
+    MyST-NB copies it only for pages it writes, and for a page whose prose changed but not
+    its code it copies it without the outputs it took from the cache (myst_nb/sphinx_.py
+    writes its own ``notebook``, not the client's merged one)."""
     from jupyter_cache import get_cache
 
-    cache = get_cache(str(cache_path))
-    for path in sorted(sources.rglob("*.ipynb")):
-        notebook = nbformat.read(path, as_version=4)
-        if notebook.metadata.get("scratchformer-standalone"):  # tools/downloadable.py's
-            continue
-        code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-        if not code or any(cell.execution_count for cell in code):
-            continue
-        _, merged = cache.merge_match_into_notebook(notebook)  # KeyError: not cached
-        nbformat.write(merged, path)
+    _, merged = get_cache(str(CACHE)).merge_match_into_notebook(_read_notebook(path))
+    return merged
 
 
 if __name__ == "__main__":

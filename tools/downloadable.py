@@ -6,7 +6,8 @@ shows as typed ({glue:text}`name:.2f`, {eq}`label`, fenced ``{prf:theorem}`` dir
 its first import, ``scratchformer``, fails outside the repository. :func:`standalone` rewrites
 such a notebook: every Markdown cell becomes plain Jupyter Markdown (CommonMark with ``$...$``
 and ``$$...$$`` math) that says what the page says, each figure's caption follows its cell, and
-a first cell installs the package (``tools/notebooks.py``'s ``INSTALL_CELL``) when it is missing.
+a first cell installs the package, and PyTorch where the chapter uses it, when they are missing
+(``tools/notebooks.py``'s :func:`install_source`).
 
 Where the text comes from. A glued value is in the notebook itself: MyST-NB's ``glue`` writes a
 ``display_data`` output whose metadata holds ``scrapbook: {name, mime_prefix}``, and the role's
@@ -48,7 +49,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
 ENVIRONMENT = BUILD / ".doctrees" / "environment.pickle"
-MARKER = "scratchformer-standalone"  # notebook metadata: this notebook has been rewritten
+MARKER = "scratchformer-standalone"  # notebook metadata: rewritten (tools/notebooks.py reads it)
 
 # A role: {name}`content`; the content may run over a line break but holds no backtick.
 ROLE = re.compile(r"\{(?P<name>[a-zA-Z][\w:+-]*)\}`(?P<content>[^`]+)`")
@@ -636,8 +637,8 @@ class Converter:
 
 
 def _notebooks():
-    """``tools/notebooks.py``, which writes the Colab and Binder notebooks: the install cell
-    and the repository's URL are that script's."""
+    """``tools/notebooks.py``: the install cell, the repository's URL and the walk of the
+    table of contents are that module's."""
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import notebooks
@@ -646,10 +647,10 @@ def _notebooks():
     return notebooks
 
 
-def install_cell(repository: str, ref: str, minor: int = 5):
-    """The first cell: installs scratchformer at ``ref`` unless it can be imported."""
-    cell = nbformat.v4.new_code_cell(
-        _notebooks().INSTALL_CELL.format(repository=repository, ref=ref))
+def install_cell(repository: str, ref: str, minor: int = 5, torch: bool = False):
+    """The first cell: installs what the chapter imports unless it can be imported
+    (``torch``: the chapter's code uses PyTorch)."""
+    cell = nbformat.v4.new_code_cell(_notebooks().install_source(repository, ref, torch))
     if minor < 5:
         cell.pop("id", None)
     return cell
@@ -680,7 +681,9 @@ def standalone(notebook, docname: str, targets: Targets | None, repository: str,
             if minor < 5:
                 note.pop("id", None)
             cells.append(note)
-    notebook.cells = [install_cell(repository, ref, minor)] + cells
+    code = "\n".join(cell.source for cell in cells if cell.cell_type == "code")
+    torch = _notebooks().needs_torch(code)
+    notebook.cells = [install_cell(repository, ref, minor, torch)] + cells
     notebook.metadata.pop("jupytext", None)  # a plain notebook, not paired with a MyST file
     notebook.metadata[MARKER] = True
     return notebook
@@ -693,9 +696,11 @@ def toc_docnames(root: Path = ROOT) -> list[str]:
 
 def rewrite_downloadable_notebooks(sources: Path = BUILD / "html" / "_sources",
                                    environment: Path = ENVIRONMENT,
-                                   root: Path = ROOT) -> list[Path]:
-    """Rewrite the downloadable notebook of every chapter of ``_toc.yml``; notebooks of pages
-    the table of contents no longer lists are left alone. Returns the notebooks written."""
+                                   root: Path = ROOT, read=None) -> list[Path]:
+    """Write the downloadable notebook of every chapter of ``_toc.yml`` into ``sources``;
+    notebooks of pages the table of contents no longer lists are left alone. ``read(path)``
+    gives the executed notebook of the chapter whose MyST file is ``path`` (by default, the one
+    Sphinx copied into ``sources``). Returns the notebooks written."""
     targets = Targets(load_environment(environment), site_base(root))
     repository, ref = _notebooks().repository_url(root), book_ref(root)
     written = []
@@ -703,7 +708,8 @@ def rewrite_downloadable_notebooks(sources: Path = BUILD / "html" / "_sources",
         path = sources / f"{docname}.ipynb"
         if not path.exists():
             continue
-        notebook = nbformat.read(path, as_version=4)
+        notebook = (nbformat.read(path, as_version=4) if read is None
+                    else read(root / f"{docname}.md"))
         converted = standalone(notebook, docname, targets, repository, ref,
                                source_dir=root / Path(docname).parent)
         nbformat.validate(converted)

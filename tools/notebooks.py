@@ -1,43 +1,70 @@
-"""Write every chapter of the book as a Jupyter notebook that runs on its own (Colab, Binder).
+"""The chapters as notebooks a reader runs anywhere: one notebook per chapter, two ways in.
 
-The chapters are MyST Markdown notebooks; Colab opens only ``.ipynb`` files from a repository,
-and a notebook opened there has no ``scratchformer``. This script converts each chapter listed
-in ``_toc.yml`` (pages with a jupytext header) with jupytext, unexecuted, and puts first a cell
-that installs the package from the repository of ``_config.yml`` at ``--ref``, unless it is
-already importable. ``.github/workflows/notebooks.yml`` runs it on every push to ``main`` and
-publishes the result on the branch that the launch buttons open (``book/_ext/launch_notebooks.py``).
+A page's "Download .ipynb" and its Colab and Binder buttons open the same notebook: the
+chapter as built, executed, with its Markdown written out as plain Jupyter Markdown
+(``tools/downloadable.py`` rewrites the build's ``_build/html/_sources/book/<page>.ipynb``
+after every build), and a first cell that installs what the chapter imports beyond a bare
+Jupyter (:func:`install_source`). Colab opens only ``.ipynb`` files from a repository, so the
+publishing workflow (``.github/workflows/pages.yml``) copies those built notebooks with this
+script onto the ``notebooks`` branch, which the launch buttons open
+(``book/_ext/launch_notebooks.py``).
 
-Usage: ``python tools/notebooks.py --out DIR [--ref COMMIT]``; writes ``DIR/book/<page>.ipynb``.
+This module is also the one walk of the table of contents (:func:`toc_pages`,
+:func:`chapters`) that ``tools/build_book.py`` and ``tools/downloadable.py`` use.
+
+Usage: ``python tools/notebooks.py --out DIR`` (after ``make book``); writes
+``DIR/book/<page>.ipynb`` for every chapter and fails if a chapter's notebook is missing or
+was not rewritten.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import shutil
 import sys
 from pathlib import Path
 
-import jupytext
 import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ROOT / "_build" / "html" / "_sources"
+MARKER = "scratchformer-standalone"  # notebook metadata: written by tools/downloadable.py
 
+# The first cell. A bare Jupyter (a fresh virtual environment with ipykernel, Colab, Binder)
+# has IPython and little else: the cell installs the package with the `book` extra of
+# pyproject.toml (matplotlib, num2words) and, for a chapter that compares with PyTorch, the
+# `torch` extra, unless each is importable already (Colab has its own torch).
 INSTALL_CELL = '''\
-# Outside the book's repository (Colab, Binder, a download): install its package, scratchformer.
+# Outside the book's repository (Colab, Binder, a download): install what this chapter imports.
 import importlib.util
 import subprocess
 import sys
 
-if importlib.util.find_spec("scratchformer") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
-                    "scratchformer[book] @ git+{repository}.git@{ref}"], check=True)'''
+needed = {modules}
+if any(importlib.util.find_spec(name) is None for name in needed):
+    package = "scratchformer[{extras}] @ git+{repository}.git@{ref}"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", package], check=True)'''
+
+# A chapter needs PyTorch when its code names it (`import torch`, `torch.`...).
+TORCH = re.compile(r"\btorch\b")
+
+
+def needs_torch(code: str) -> bool:
+    """Whether code cells with this source import PyTorch."""
+    return TORCH.search(code) is not None
+
+
+def install_source(repository: str, ref: str, torch: bool = False) -> str:
+    """The install cell of a chapter: ``torch`` says whether its code uses PyTorch."""
+    modules = ("scratchformer", "torch") if torch else ("scratchformer",)
+    return INSTALL_CELL.format(modules=repr(modules), extras="book,torch" if torch else "book",
+                               repository=repository, ref=ref)
 
 
 def toc_pages(root: Path = ROOT) -> list[Path]:
-    """Every page of ``_toc.yml``, in its order, as the path of its MyST file.
-
-    The one walk of the table of contents: ``tools/build_book.py`` and
-    ``tools/downloadable.py`` use it too."""
+    """Every page of ``_toc.yml``, in its order, as the path of its MyST file."""
     toc = yaml.safe_load((root / "_toc.yml").read_text())
     files = [toc["root"]] + [chapter["file"] for part in toc.get("parts", [])
                              for chapter in part.get("chapters", [])]
@@ -55,26 +82,36 @@ def repository_url(root: Path = ROOT) -> str:
     return url.rstrip("/").removesuffix(".git")
 
 
-def to_notebook(page: Path, repository: str, ref: str) -> nbformat.NotebookNode:
-    notebook = jupytext.read(page)
-    install = nbformat.v4.new_code_cell(INSTALL_CELL.format(repository=repository, ref=ref))
-    notebook.cells.insert(0, install)
-    notebook.metadata.pop("jupytext", None)  # a plain notebook, not paired with a text file
-    return notebook
+def publish(out: Path, sources: Path = SOURCES, root: Path = ROOT) -> list[Path]:
+    """Copy the built, rewritten notebook of every chapter into ``out/book/<page>.ipynb``."""
+    written = []
+    for page in chapters(root):
+        relative = page.relative_to(root).with_suffix(".ipynb")
+        built = sources / relative
+        if not built.exists():
+            raise FileNotFoundError(f"{built} is missing: run `make book` first")
+        notebook = nbformat.read(built, as_version=4)
+        if not notebook.metadata.get(MARKER):
+            raise ValueError(f"{built} was not rewritten by tools/downloadable.py")
+        nbformat.validate(notebook)
+        target = out / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(built, target)
+        written.append(target)
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder to write into")
-    parser.add_argument("--ref", default="main", help="commit or branch the notebooks install")
+    parser.add_argument("--sources", type=Path, default=SOURCES,
+                        help="the built site's _sources folder (default: %(default)s)")
     args = parser.parse_args(argv)
-    repository = repository_url()
-    for page in chapters():
-        target = args.out / page.relative_to(ROOT).with_suffix(".ipynb")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        notebook = to_notebook(page, repository, args.ref)
-        nbformat.validate(notebook)
-        nbformat.write(notebook, target)
+    try:
+        publish(args.out, args.sources)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"notebooks: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -2,10 +2,11 @@
 
 The book theme links a page's launch buttons to its source file on the repository's branch.
 Our chapters are MyST Markdown (``book/*.md``), which Colab cannot open at all (it reads only
-``.ipynb``), and no ``.ipynb`` is committed. ``.github/workflows/notebooks.yml`` therefore
-writes every chapter as a notebook (``tools/notebooks.py``) on the branch named below, each
-starting with a cell that installs the package at the commit it was written from; this
-extension rewrites the two buttons to open that notebook. The repository comes from the one
+``.ipynb``), and no ``.ipynb`` is committed. The publishing workflow
+(``.github/workflows/pages.yml``) therefore puts the notebook each page offers for download
+(executed, its Markdown plain, a first cell that installs the package at the commit the book
+was built from: ``tools/downloadable.py``) on the branch named below (``tools/notebooks.py``);
+this extension rewrites the two buttons to open that notebook. The repository comes from the one
 setting, ``repository: url:`` in ``_config.yml``, as every other button's does.
 """
 

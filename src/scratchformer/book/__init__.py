@@ -2,9 +2,9 @@
 
 Figures (:mod:`~scratchformer.book.plotting` and the architecture diagram of
 :mod:`~scratchformer.book.diagram`, the only modules of the package that import matplotlib),
-tables (:mod:`~scratchformer.book.display`), timing and memory measurements
-(:mod:`~scratchformer.book.timing`), the speed comparisons against PyTorch
-(:mod:`~scratchformer.book.benchmarks`), gradient diagnostics
+tables and the glue that hands computed values to the text (:mod:`~scratchformer.book.display`),
+timing and memory measurements (:mod:`~scratchformer.book.timing`), the speed comparisons
+against PyTorch (:mod:`~scratchformer.book.benchmarks`), gradient diagnostics
 (:mod:`~scratchformer.book.diagnostics`), training runs shared by the chapters of a build
 (:mod:`~scratchformer.book.runs`) and the recurrent network of the first chapter
 (:mod:`~scratchformer.book.rnn`). None of it is needed to build or train a model; the chapters
@@ -13,7 +13,7 @@ import it as ``from scratchformer import book as sfb``.
 
 from .diagnostics import BLOCK_WEIGHTS, block_gradient_norms, gradient_norms, stream_scales
 from .diagram import architecture
-from .display import markdown_table, weights_table
+from .display import glue, markdown_table, weights_table
 from .plotting import attention_heads, attention_heatmap, attention_layers, curves, matrix_heatmap
 from .rnn import rnn_influence
 from .runs import book_seed, train_once
@@ -28,6 +28,7 @@ __all__ = [
     "block_gradient_norms",
     "book_seed",
     "curves",
+    "glue",
     "gradient_norms",
     "interleaved_medians",
     "interleaved_times",

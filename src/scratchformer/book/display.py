@@ -1,10 +1,36 @@
-"""Tables for the book's pages, built from arrays so that no number is typed by hand."""
+"""Tables for the book's pages, built from arrays so that no number is typed by hand, and the
+glue that hands a computed value to the page's text."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 
-__all__ = ["markdown_table", "weights_table"]
+__all__ = ["glue", "markdown_table", "weights_table"]
+
+
+def glue(name: str, variable, display: bool = True) -> None:
+    """Hand ``variable`` to the page's text under ``name``, where the book is built.
+
+    In the book's build this is MyST-NB's ``myst_nb.glue``, which records the value in the
+    cell's output so that ``{glue:text}`name``` in the chapter's text prints it. A chapter run
+    anywhere else (a downloaded notebook, Colab) has no MyST-NB and no text to fill in, since
+    its Markdown cells were written out with the values already in them: there ``glue`` only
+    shows the value when ``display`` is true, as MyST-NB's does (printed, outside IPython).
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a glued value needs a non-empty name, got {name!r}")
+    if importlib.util.find_spec("myst_nb") is not None:
+        from myst_nb import glue as myst_glue
+
+        myst_glue(name, variable, display)
+    elif display:
+        try:
+            from IPython.display import display as show
+        except ModuleNotFoundError:  # a plain Python script: no notebook to show it in
+            show = print
+        show(variable)
 
 
 def weights_table(weights, query_labels, key_labels=None, *, digits=2) -> str:
