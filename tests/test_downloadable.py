@@ -104,10 +104,11 @@ def test_the_first_cell_installs_the_package_and_the_outputs_are_kept(page):
     ref = re.search(r"\.git@([\w./-]+)\"", first.source)
     assert ref and (re.fullmatch(r"[0-9a-f]{40}", ref[1]) or ref[1] == "main")
     code = [cell for cell in rest if cell.cell_type == "code"]
-    torch = uses_torch(page)
+    torch, texts = uses(page, r"\btorch\b"), uses(page, r"\bcorpus\b")
     assert first.cell_type == "code" and first.source == notebooks.install_source(
-        REPOSITORY, ref[1], torch=torch)
+        REPOSITORY, ref[1], torch=torch, texts=texts)
     assert ("scratchformer[book,torch] @" in first.source) == torch
+    assert ("corpus.npm_install_command()" in first.source) == texts
     assert len(code) == (ROOT / f"{page}.md").read_text().count("```{code-cell}")
     assert all(cell.execution_count for cell in code)  # executed, in order
     counts = [cell.execution_count for cell in code]
@@ -115,17 +116,24 @@ def test_the_first_cell_installs_the_package_and_the_outputs_are_kept(page):
     assert "jupytext" not in notebook.metadata
 
 
-def uses_torch(page: str) -> bool:
-    """Whether the chapter's code cells, as written in its MyST source, name PyTorch."""
+def uses(page: str, pattern: str) -> bool:
+    """Whether a code cell of the chapter, as written in its MyST source, matches."""
     source = (ROOT / f"{page}.md").read_text()
     cells = re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", source, re.S | re.M)
-    return any(re.search(r"\btorch\b", cell) for cell in cells)
+    return any(re.search(pattern, cell) for cell in cells)
 
 
-def test_the_chapters_that_compare_with_pytorch_are_told_apart():
-    with_torch = [page for page in CHAPTERS if uses_torch(page)]
+def needs(page: str) -> tuple[bool, bool]:
+    """(PyTorch, the texts): what the chapter needs beyond the package's `book` extra."""
+    return uses(page, r"\btorch\b"), uses(page, r"\bcorpus\b")
+
+
+def test_the_chapters_that_compare_with_pytorch_or_read_texts_are_told_apart():
+    with_torch = [page for page in CHAPTERS if needs(page)[0]]
     assert "book/transformer_block" in with_torch and "book/scaling" not in with_torch
     assert 0 < len(with_torch) < len(CHAPTERS)
+    with_texts = [page for page in CHAPTERS if needs(page)[1]]
+    assert "book/tokenization" in with_texts and "book/rotary" not in with_texts
 
 
 def html_text(page: str) -> str:
@@ -301,16 +309,16 @@ def wheel(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def readers(tmp_path_factory, wheel):
-    """One fresh environment for the chapters without PyTorch, one for those with it: within
+    """One fresh environment for each set of needs (PyTorch or not, the texts or not): within
     each, every chapter's install cell is the same cell, so each chapter runs where only a cell
     like its own has installed anything."""
-    made: dict[bool, Reader] = {}
+    made: dict[tuple[bool, bool], Reader] = {}
 
-    def reader(torch: bool) -> Reader:
-        if torch not in made:
-            name = "reader-torch" if torch else "reader"
-            made[torch] = Reader(tmp_path_factory.mktemp(name), wheel, name)
-        return made[torch]
+    def reader(torch: bool, texts: bool = False) -> Reader:
+        if (torch, texts) not in made:
+            name = "reader" + "-torch" * torch + "-texts" * texts
+            made[torch, texts] = Reader(tmp_path_factory.mktemp(name), wheel, name)
+        return made[torch, texts]
 
     return reader
 
@@ -322,7 +330,7 @@ def test_a_downloaded_notebook_runs_in_a_fresh_jupyter(page, readers, tmp_path, 
     from nbclient import NotebookClient
 
     notebook = downloaded(page)
-    reader = readers(uses_torch(page))
+    reader = readers(*needs(page))
     first = notebook.cells[0]
     assert "importlib.util.find_spec(name) is None" in first.source
     if reader.install_cell is None:
@@ -339,6 +347,8 @@ def test_a_downloaded_notebook_runs_in_a_fresh_jupyter(page, readers, tmp_path, 
     for name in ("PYTHONPATH", "VIRTUAL_ENV", "MPLBACKEND", "IPYTHONDIR", "SCRATCHFORMER_RUNS",
                  "SCRATCHFORMER_SEED", "JUPYTER_PATH"):
         monkeypatch.delenv(name, raising=False)
+    # Where the first cell installs the texts (npm), in place of ~/.cache/scratchformer/text.
+    monkeypatch.setenv("SCRATCHFORMER_TEXTS", str(reader.folder / "texts"))
     monkeypatch.setenv("JUPYTER_PATH", str(reader.jupyter / "share" / "jupyter"))
     monkeypatch.chdir(work)
     client = NotebookClient(notebook, timeout=1800, kernel_name=reader.name,

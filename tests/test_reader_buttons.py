@@ -157,6 +157,9 @@ def test_the_install_cell_asks_for_pytorch_only_where_the_chapter_uses_it():
     assert "scratchformer[book,torch] @ git+https://github.com/o/r.git@abc" in torch
     assert "('scratchformer', 'torch')" in torch
     assert notebooks.needs_torch("import torch\n") and not notebooks.needs_torch("pytorch = 1")
+    texts = notebooks.install_source("https://github.com/o/r", "abc", texts=True)
+    assert texts.startswith(plain) and "corpus.npm_install_command()" in texts
+    assert notebooks.needs_texts("from scratchformer import corpus\n")
 
 
 def test_the_workflow_publishes_the_branch_the_buttons_open():

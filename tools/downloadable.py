@@ -647,10 +647,12 @@ def _notebooks():
     return notebooks
 
 
-def install_cell(repository: str, ref: str, minor: int = 5, torch: bool = False):
+def install_cell(repository: str, ref: str, minor: int = 5, torch: bool = False,
+                 texts: bool = False):
     """The first cell: installs what the chapter imports unless it can be imported
-    (``torch``: the chapter's code uses PyTorch)."""
-    cell = nbformat.v4.new_code_cell(_notebooks().install_source(repository, ref, torch))
+    (``torch``: the chapter's code uses PyTorch; ``texts``: it reads the corpus)."""
+    cell = nbformat.v4.new_code_cell(
+        _notebooks().install_source(repository, ref, torch, texts))
     if minor < 5:
         cell.pop("id", None)
     return cell
@@ -682,8 +684,8 @@ def standalone(notebook, docname: str, targets: Targets | None, repository: str,
                 note.pop("id", None)
             cells.append(note)
     code = "\n".join(cell.source for cell in cells if cell.cell_type == "code")
-    torch = _notebooks().needs_torch(code)
-    notebook.cells = [install_cell(repository, ref, minor, torch)] + cells
+    torch, texts = _notebooks().needs_torch(code), _notebooks().needs_texts(code)
+    notebook.cells = [install_cell(repository, ref, minor, torch, texts)] + cells
     notebook.metadata.pop("jupytext", None)  # a plain notebook, not paired with a MyST file
     notebook.metadata[MARKER] = True
     return notebook

