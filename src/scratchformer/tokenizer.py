@@ -34,6 +34,8 @@ from os import PathLike
 
 import numpy as np
 
+from ._validation import non_negative_int
+
 __all__ = ["GPT2_PATTERN", "ENDOFTEXT", "bytes_to_unicode", "pretokenizer", "pretokenize",
            "BPE", "train_naive"]
 
@@ -183,19 +185,6 @@ def pretokenize(text: str, pattern: str = "gpt2") -> list[str]:
     return pretokenizer(pattern).findall(_check_text(text))
 
 
-def _non_negative_int(value, name: str) -> int:
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an integer, got the bool {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {value!r} of type "
-                        f"{type(value).__name__}") from None
-    if number < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {number}")
-    return number
-
-
 def _check_specials(special_tokens) -> tuple[str, ...]:
     if isinstance(special_tokens, str):
         raise TypeError(f"special_tokens must be a sequence of strings, not one string: write "
@@ -220,7 +209,7 @@ def _special_splitter(specials: Iterable[str]) -> re.Pattern[str] | None:
 def _training_setup(text, vocab_size, special_tokens) -> tuple[list[str], int, tuple[str, ...]]:
     """The chunks of ``text`` (special tokens cut out), the number of merges, the specials."""
     text = _check_text(text)
-    vocab_size = _non_negative_int(vocab_size, "vocab_size")
+    vocab_size = non_negative_int(vocab_size, "vocab_size")
     specials = _check_specials(special_tokens)
     n_merges = vocab_size - 256 - len(specials)
     if n_merges < 0:
@@ -351,7 +340,7 @@ class BPE:
         token_bytes: list[bytes | None] = [None] * size
 
         def define(token, value, what):
-            token = _non_negative_int(token, what)
+            token = non_negative_int(token, what)
             if token >= size:
                 raise ValueError(f"{what} is {token}, but the ids of 256 bytes, {len(merges)} "
                                  f"merges and {len(specials)} special tokens run from 0 to "
@@ -367,7 +356,7 @@ class BPE:
                 raise ValueError(f"merge {rank} must be a pair of ids, got {pair!r}")
             parts = []
             for side in pair:
-                side = _non_negative_int(side, f"an id in merge {rank}")
+                side = non_negative_int(side, f"an id in merge {rank}")
                 if side >= size or token_bytes[side] is None:
                     raise ValueError(f"merge {rank} {pair} uses id {side}, which is neither a "
                                      f"byte nor made by an earlier merge")
@@ -600,7 +589,7 @@ class BPE:
 
     def token_bytes(self, token: int) -> bytes:
         """The bytes of the token ``token`` (a special token's: its UTF-8)."""
-        token = _non_negative_int(token, "token")
+        token = non_negative_int(token, "token")
         if token >= self.vocab_size:
             raise ValueError(f"token must be an id from 0 to {self.vocab_size - 1}, got {token}")
         return self._bytes[token]
