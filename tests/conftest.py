@@ -28,10 +28,11 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-sync", "--disable-dev-shm-usage"]
 
 
-def _unavailable(reason: str):
-    """Skip locally, but fail under CI, where the browser tests must run."""
+def _unavailable(reason: str,
+                 under_ci: str = "CI must run the browser tests; .ci/run installs Chromium"):
+    """Skip locally, but fail under CI, which must run the test (``under_ci`` says why)."""
     if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI must run the browser tests; .ci/run installs Chromium)")
+        pytest.fail(f"{reason} ({under_ci})")
     pytest.skip(reason)
 
 

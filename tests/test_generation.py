@@ -1,5 +1,6 @@
 """Generation: the KV cache changes the arithmetic, never the result; greedy is argmax;
-sampling follows softmax(logits / T) over the top k, drawing from ``rng`` only."""
+sampling follows softmax(logits / T) over the top k or the nucleus of top p, drawing from
+``rng`` only."""
 
 from __future__ import annotations
 
@@ -94,6 +95,59 @@ def test_sampling_follows_the_softmax_of_the_top_k():
         assert np.all(np.abs(frequencies - expected) <= 4 * np.sqrt(expected / draws) + 1e-12)
         if top_k is not None:
             assert set(chosen.tolist()) <= {0, 1, 2}
+
+
+def nucleus_by_definition(probabilities, top_p):
+    """The nucleus as its definition reads: the most likely tokens, one at a time, until
+    their mass reaches top_p; then every token tied with the last one taken."""
+    order = sorted(range(len(probabilities)), key=lambda i: -probabilities[i])
+    kept, mass = [], 0.0
+    for i in order:
+        kept.append(i)
+        mass += probabilities[i]
+        if mass >= top_p * (1 - 1e-12):
+            break
+    last = probabilities[kept[-1]]
+    return sorted(i for i in order if probabilities[i] >= last)
+
+
+def test_top_p_samples_the_softmax_of_the_nucleus():
+    logits = np.array([[2.0, 1.0, 0.5, -1.0, 0.0]])
+    probabilities = np.exp(logits[0]) / np.exp(logits[0]).sum()  # .52 .19 .12 .04 .07
+    rng = np.random.default_rng(8)
+    draws = 40_000
+    rows = np.repeat(logits, draws, axis=0)
+    for top_p in (0.5, 0.6, 0.75, 0.9):
+        nucleus = nucleus_by_definition(probabilities.tolist(), top_p)
+        chosen = sf.next_token(rows, temperature=1.0, top_p=top_p, rng=rng)
+        assert set(chosen.tolist()) == set(nucleus)
+        expected = np.zeros(5)
+        expected[nucleus] = probabilities[nucleus] / probabilities[nucleus].sum()
+        frequencies = np.bincount(chosen, minlength=5) / draws
+        assert np.all(np.abs(frequencies - expected) <= 4 * np.sqrt(expected / draws) + 1e-12)
+
+
+def test_top_p_keeps_ties_with_the_last_token_and_one_is_plain_sampling():
+    logits = np.log(np.array([[0.4, 0.2, 0.2, 0.2]]))
+    rng = np.random.default_rng(9)
+    rows = np.repeat(logits, 2000, axis=0)
+    # 0.5 is reached at the second token; the other two tied with it join the nucleus
+    assert set(sf.next_token(rows, temperature=1.0, top_p=0.5, rng=rng).tolist()) == {0, 1,
+                                                                                      2, 3}
+    plain = sf.next_token(rows, temperature=0.7, rng=np.random.default_rng(10))
+    whole = sf.next_token(rows, temperature=0.7, top_p=1.0, rng=np.random.default_rng(10))
+    np.testing.assert_array_equal(plain, whole)
+    tiny = sf.next_token(np.repeat([[0.0, 3.0, 1.0]], 50, axis=0), temperature=1.0,
+                         top_p=1e-9, rng=rng)
+    assert set(tiny.tolist()) == {1}  # the nucleus of a tiny mass is the most likely token
+
+
+def test_top_p_must_lie_in_the_unit_interval():
+    model = make_model("rotary")
+    prompt = np.zeros((1, 2), np.int64)
+    for top_p in (0.0, 1.5):
+        with pytest.raises(ValueError, match=r"top_p must lie in \(0, 1\]"):
+            model.generate(prompt, 2, temperature=1.0, top_p=top_p, rng=np.random.default_rng())
 
 
 def test_sampling_draws_one_uniform_per_sequence_and_step_from_rng_only():

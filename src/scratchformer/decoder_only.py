@@ -304,9 +304,9 @@ class DecoderModel(ConfiguredModel):
         self.embedding.backward(d_x)
 
     def generate(self, prompt, max_new_tokens, *, use_cache=True, temperature=0.0,
-                 top_k=None, rng=None, return_logits=False):
+                 top_k=None, top_p=None, rng=None, return_logits=False):
         """The prompt followed by ``max_new_tokens`` generated tokens; see
         :func:`scratchformer.generate`, which this calls."""
         return generate(self, prompt, max_new_tokens, use_cache=use_cache,
-                        temperature=temperature, top_k=top_k, rng=rng,
+                        temperature=temperature, top_k=top_k, top_p=top_p, rng=rng,
                         return_logits=return_logits)

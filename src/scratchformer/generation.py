@@ -1,4 +1,4 @@
-"""Generating token by token: the KV cache, and greedy, temperature and top-k decoding.
+"""Generating token by token: the KV cache, and greedy, temperature, top-k and top-p decoding.
 
 A decoder-only model predicts the next token from the tokens so far. :func:`generate` appends
 the predicted token and asks again. Without a cache every step re-reads the whole sequence;
@@ -21,7 +21,7 @@ from ._validation import (
     token_ids,
 )
 
-__all__ = ["KVCache", "generate", "next_token"]
+__all__ = ["KVCache", "generate", "next_token", "nucleus_threshold"]
 
 
 class KVCache:
@@ -104,7 +104,7 @@ class KVCache:
         self.position += positive_int(n_new, "n_new")
 
 
-def next_token(logits, *, temperature=0.0, top_k=None, rng=None):
+def next_token(logits, *, temperature=0.0, top_k=None, top_p=None, rng=None):
     """Choose one token per row of ``logits``.
 
     Parameters
@@ -116,6 +116,10 @@ def next_token(logits, *, temperature=0.0, top_k=None, rng=None):
         ``softmax(logits / temperature)``.
     top_k : int, optional
         Sample among the ``top_k`` most likely tokens only (with any tied with the ``k``-th).
+    top_p : float, optional
+        In (0, 1]: sample among the fewest most likely tokens whose probabilities (after the
+        temperature and ``top_k``) add up to at least ``top_p`` (with any tied with the last
+        of them): nucleus sampling. 1 keeps every token.
     rng : numpy.random.Generator
         Needed to sample; one uniform number is drawn per row.
 
@@ -132,14 +136,34 @@ def next_token(logits, *, temperature=0.0, top_k=None, rng=None):
     with np.errstate(over="ignore", under="ignore"):
         # a tiny temperature sends everything but the maximum to -inf: never NaN
         weights = np.exp(z / temperature)  # the maximum's weight is exactly 1
+    if top_p is not None and top_p < 1:
+        kept = weights >= nucleus_threshold(weights, top_p)
+        weights = np.where(kept, weights, 0.0)
     cdf = np.cumsum(weights, axis=-1)  # (batch, vocab)
     u = rng.random((len(cdf), 1)) * cdf[:, -1:]  # uniform on [0, total)
     chosen = (cdf <= u).sum(axis=-1)
     return np.minimum(chosen, cdf.shape[-1] - 1).astype(np.int64)
 
 
+def nucleus_threshold(weights, top_p):
+    """The smallest weight of each row's nucleus: (batch, 1).
+
+    ``weights`` (batch, vocab) are non-negative, unnormalised probabilities. Sorted from the
+    largest, the nucleus ends at the first weight at which the running sum reaches ``top_p``
+    of the row's total; every weight at least the returned one is kept.
+    """
+    ordered = -np.sort(-weights, axis=-1)  # largest first
+    running = np.cumsum(ordered, axis=-1)
+    # the first position whose running sum reaches the share; rounding can leave the last
+    # sum a hair below top_p * total, so the index is capped at the last weight
+    reached = running >= top_p * running[:, -1:]
+    last = np.minimum(reached.argmax(axis=-1), ordered.shape[-1] - 1)
+    last = np.where(reached.any(axis=-1), last, ordered.shape[-1] - 1)
+    return np.take_along_axis(ordered, last[:, None], axis=-1)
+
+
 def generate(model, prompt, max_new_tokens, *, use_cache=True, temperature=0.0, top_k=None,
-             rng=None, return_logits=False):
+             top_p=None, rng=None, return_logits=False):
     """Continue each prompt by ``max_new_tokens`` tokens, one at a time.
 
     Parameters
@@ -159,6 +183,9 @@ def generate(model, prompt, max_new_tokens, *, use_cache=True, temperature=0.0, 
         0 is greedy (argmax); above 0 samples (see :func:`next_token`).
     top_k : int, optional
         At least 1: sample among the ``top_k`` most likely tokens only.
+    top_p : float, optional
+        In (0, 1]: sample from the nucleus of the ``top_p`` most likely probability mass
+        only (see :func:`next_token`).
     rng : numpy.random.Generator, optional
         The only source of randomness; required when ``temperature > 0``.
     return_logits : bool, default False
@@ -188,6 +215,10 @@ def generate(model, prompt, max_new_tokens, *, use_cache=True, temperature=0.0, 
     temperature = non_negative_float(temperature, "temperature")
     if top_k is not None:
         top_k = positive_int(top_k, "top_k")
+    if top_p is not None:
+        top_p = non_negative_float(top_p, "top_p")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must lie in (0, 1], got {top_p}")
     if temperature > 0 and rng is None:
         raise ValueError("sampling (temperature > 0) draws from rng: pass a "
                          "numpy.random.Generator")
@@ -203,7 +234,7 @@ def generate(model, prompt, max_new_tokens, *, use_cache=True, temperature=0.0, 
     tokens = np.empty((batch, n_prompt + max_new_tokens), np.int64)
     tokens[:, :n_prompt] = prompt
     chosen_from = []
-    choose = {"temperature": temperature, "top_k": top_k, "rng": rng}
+    choose = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "rng": rng}
     with model.inference():
         cache = None
         for step in range(max_new_tokens):

@@ -18,8 +18,8 @@ from ..multihead import MultiHeadAttention
 from ..tiled import tiled_attention
 from .timing import interleaved_times, peak_allocated
 
-__all__ = ["attention_forward_speed", "attention_roofline", "tiled_attention_speed",
-           "training_step_speed"]
+__all__ = ["attention_forward_speed", "attention_roofline", "text_step_speed",
+           "tiled_attention_speed", "training_step_speed"]
 
 
 def attention_forward_speed(ns=(512, 2048, 4096), *, d_model=512, n_heads=8, repeats=5,
@@ -193,6 +193,84 @@ def training_step_speed(config=None, task=None, *, steps=20, repeats=5, seed=0):
             torch_optimiser.step()
 
     times = interleaved_times({"numpy": numpy_steps, "torch": torch_steps}, repeats=repeats)
+    result = {name: statistics.median(t) / steps for name, t in times.items()}
+    result |= {f"{name} {end}": f(t) / steps for name, t in times.items()
+               for end, f in (("min", min), ("max", max))}
+    result["ratio"] = result["numpy"] / result["torch"]
+    return result
+
+
+def text_step_speed(vocab_size=90, *, context=128, batch_size=32, threads=None, steps=5,
+                    repeats=5, seed=0):
+    """Time training steps of the language model (:func:`scratchformer.train.text_model`)
+    in NumPy and the same model in PyTorch (:class:`~scratchformer.pytorch_decoder_only.
+    TorchDecoderModel`, autograd on).
+
+    Both start from the same float32 weights and take ``steps`` steps on the same batch of
+    windows (forward, cross-entropy of every next token, backward, gradient clipping, AdamW),
+    rounds interleaved. ``threads`` sets both libraries' threads for the measurement (BLAS's
+    for NumPy, ``torch.set_num_threads`` for PyTorch); None leaves each at its default.
+
+    Returns
+    -------
+    dict
+        As :func:`training_step_speed`: ``numpy``, ``torch`` (median seconds per step), the
+        rounds' ``min`` and ``max``, and ``ratio``.
+    """
+    import contextlib
+
+    import torch
+
+    from .._threads import blas_threads
+    from ..language_model import TextTask
+    from ..optim import Adam
+    from ..pytorch_decoder_only import TorchDecoderModel
+    from ..train import TrainConfig, text_model, train_step
+
+    c = TrainConfig(batch_size=batch_size)
+    rng = np.random.default_rng(seed)
+    stream = rng.integers(0, vocab_size, size=max(10 * context, 1000))
+    task = TextTask(stream, stream, vocab_size=vocab_size, context=context,
+                    characters=np.ones(vocab_size, np.int64))
+    model = text_model(task, seed=seed)
+    twin = TorchDecoderModel(model).train()
+    parameters = list(twin.parameters())
+    for parameter in parameters:
+        parameter.requires_grad_(True)
+    optimiser = Adam(model, weight_decay=c.weight_decay)
+    decayed = [p for p in parameters if p.ndim >= 2]
+    others = [p for p in parameters if p.ndim < 2]
+    torch_optimiser = torch.optim.AdamW(
+        [{"params": decayed, "weight_decay": c.weight_decay},
+         {"params": others, "weight_decay": 0.0}],
+        lr=c.peak_lr, betas=optimiser.betas, eps=optimiser.eps)
+    batch = task.sample(rng, batch_size)
+    inputs_t = torch.from_numpy(batch[0][:, :-1].copy())
+    targets_t = torch.from_numpy(batch[0][:, 1:].reshape(-1).copy())
+
+    def numpy_steps():
+        for _ in range(steps):
+            train_step(model, optimiser, task, batch, c.peak_lr, c.clip_norm)
+
+    def torch_steps():
+        for _ in range(steps):
+            logits = twin(inputs_t)  # (batch, context, vocab)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab_size), targets_t)
+            torch_optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(parameters, c.clip_norm)
+            torch_optimiser.step()
+
+    before = torch.get_num_threads()
+    scope = contextlib.nullcontext() if threads is None else blas_threads(threads)
+    try:
+        if threads is not None:
+            torch.set_num_threads(threads)
+        with scope:
+            times = interleaved_times({"numpy": numpy_steps, "torch": torch_steps},
+                                      repeats=repeats)
+    finally:
+        torch.set_num_threads(before)
     result = {name: statistics.median(t) / steps for name, t in times.items()}
     result |= {f"{name} {end}": f(t) / steps for name, t in times.items()
                for end, f in (("min", min), ("max", max))}
