@@ -37,7 +37,8 @@ from build_book import ONE_THREAD, _read_notebook  # noqa: E402
 #: The chapters whose claims rest on trained runs (or on random initialisations) that
 #: ``book_seed`` chooses.
 SEEDED_CHAPTERS = ("book/training.md", "book/post_ln_pre_ln.md", "book/translation.md",
-                   "book/decoding.md", "book/decoder_only.md", "book/rotary.md")
+                   "book/decoding.md", "book/decoder_only.md", "book/rotary.md",
+                   "book/language_modelling.md")
 
 # Run in the kernel before the chapter: every assert becomes _sweep_record(...), which
 # appends one JSON line to $SWEEP_RECORD and never raises.

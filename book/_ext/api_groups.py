@@ -29,6 +29,7 @@ MODULES = [
     "scratchformer.optim", "scratchformer.tasks", "scratchformer.translation",
     "scratchformer.addition",
     "scratchformer.train", "scratchformer.tokenizer", "scratchformer.corpus",
+    "scratchformer.language_model",
     "scratchformer.gradcheck",
     "scratchformer.tiled",
     "scratchformer.book.plotting", "scratchformer.book.display", "scratchformer.book.timing",
