@@ -167,12 +167,7 @@ def training_step_speed(config=None, task=None, *, steps=20, repeats=5, seed=0):
     module = model.to_torch().train()  # dropout 0: the same function, autograd on
     optimiser = Adam(model, weight_decay=c.weight_decay)
     parameters = list(module.parameters())
-    decayed = [p for p in parameters if p.ndim >= 2]
-    others = [p for p in parameters if p.ndim < 2]
-    torch_optimiser = torch.optim.AdamW(
-        [{"params": decayed, "weight_decay": c.weight_decay},
-         {"params": others, "weight_decay": 0.0}],
-        lr=c.peak_lr, betas=optimiser.betas, eps=optimiser.eps)
+    torch_optimiser = _torch_adamw(parameters, optimiser, c)
     batch = task.sample(rng, c.batch_size, np.empty(0, dtype=np.int64))
     tokens_t = torch.from_numpy(batch[0])
     targets_t = torch.from_numpy(batch[1]).reshape(-1)
@@ -193,11 +188,7 @@ def training_step_speed(config=None, task=None, *, steps=20, repeats=5, seed=0):
             torch_optimiser.step()
 
     times = interleaved_times({"numpy": numpy_steps, "torch": torch_steps}, repeats=repeats)
-    result = {name: statistics.median(t) / steps for name, t in times.items()}
-    result |= {f"{name} {end}": f(t) / steps for name, t in times.items()
-               for end, f in (("min", min), ("max", max))}
-    result["ratio"] = result["numpy"] / result["torch"]
-    return result
+    return _per_step(times, steps)
 
 
 def text_step_speed(vocab_size=90, *, context=128, batch_size=32, threads=None, steps=5,
@@ -238,12 +229,7 @@ def text_step_speed(vocab_size=90, *, context=128, batch_size=32, threads=None, 
     for parameter in parameters:
         parameter.requires_grad_(True)
     optimiser = Adam(model, weight_decay=c.weight_decay)
-    decayed = [p for p in parameters if p.ndim >= 2]
-    others = [p for p in parameters if p.ndim < 2]
-    torch_optimiser = torch.optim.AdamW(
-        [{"params": decayed, "weight_decay": c.weight_decay},
-         {"params": others, "weight_decay": 0.0}],
-        lr=c.peak_lr, betas=optimiser.betas, eps=optimiser.eps)
+    torch_optimiser = _torch_adamw(parameters, optimiser, c)
     batch = task.sample(rng, batch_size)
     inputs_t = torch.from_numpy(batch[0][:, :-1].copy())
     targets_t = torch.from_numpy(batch[0][:, 1:].reshape(-1).copy())
@@ -271,6 +257,25 @@ def text_step_speed(vocab_size=90, *, context=128, batch_size=32, threads=None, 
                                       repeats=repeats)
     finally:
         torch.set_num_threads(before)
+    return _per_step(times, steps)
+
+
+def _torch_adamw(parameters, optimiser, c):
+    """PyTorch's AdamW with the package's settings: ``optimiser``'s betas and eps, ``c``'s
+    rate and weight decay, and no decay of vectors (biases, norms), as :class:`Adam`."""
+    import torch
+
+    decayed = [p for p in parameters if p.ndim >= 2]
+    others = [p for p in parameters if p.ndim < 2]
+    return torch.optim.AdamW(
+        [{"params": decayed, "weight_decay": c.weight_decay},
+         {"params": others, "weight_decay": 0.0}],
+        lr=c.peak_lr, betas=optimiser.betas, eps=optimiser.eps)
+
+
+def _per_step(times, steps):
+    """Interleaved rounds of ``steps`` steps -> median, fastest and slowest seconds per step
+    of each candidate, and the medians' numpy / torch ``ratio``."""
     result = {name: statistics.median(t) / steps for name, t in times.items()}
     result |= {f"{name} {end}": f(t) / steps for name, t in times.items()
                for end, f in (("min", min), ("max", max))}
