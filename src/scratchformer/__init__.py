@@ -29,7 +29,19 @@ from .encoder import EncoderBlock
 from .functional import softmax, softmax_backward, softmax_jacobian
 from .generation import KVCache, generate, next_token
 from .gradcheck import gradient_pairs, numerical_gradient, randomize_parameters, relative_error
-from .layers import Embedding, FeedForward, LayerNorm, Linear, layer_norm, layer_norm_backward
+from .layers import (
+    Embedding,
+    FeedForward,
+    LayerNorm,
+    Linear,
+    RMSNorm,
+    SwiGLU,
+    layer_norm,
+    layer_norm_backward,
+    rms_norm,
+    rms_norm_backward,
+    silu,
+)
 from .model import EncoderModel, cross_entropy
 from .module import Layer
 from .multihead import MultiHeadAttention, merge_heads, split_heads
@@ -69,7 +81,9 @@ __all__ = [
     "Linear",
     "ModelConfig",
     "MultiHeadAttention",
+    "RMSNorm",
     "Split",
+    "SwiGLU",
     "Task",
     "TranslationTask",
     "attention_backward",
@@ -91,6 +105,8 @@ __all__ = [
     "positional_encoding",
     "randomize_parameters",
     "relative_error",
+    "rms_norm",
+    "rms_norm_backward",
     "rope",
     "rope_backward",
     "rope_half_split",
@@ -98,6 +114,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "sequence_cross_entropy",
     "sequence_log_probability",
+    "silu",
     "softmax",
     "softmax_backward",
     "softmax_jacobian",

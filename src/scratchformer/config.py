@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from ._validation import choice, non_negative_float, positive_int
 from .module import Layer
 
-__all__ = ["NORMS", "POSITIONS", "ModelConfig", "EncoderConfig", "DecoderOnlyConfig",
-           "ConfiguredModel"]
+__all__ = ["NORMS", "POSITIONS", "NORMALIZATIONS", "FEED_FORWARDS", "ModelConfig",
+           "EncoderConfig", "DecoderOnlyConfig", "ConfiguredModel"]
 
 #: Where a block's layer norms sit: after each residual addition (the original Transformer)
 #: or at the input of each sub-layer.
@@ -24,6 +26,14 @@ NORMS = ("post", "pre")
 #: How a decoder-only model knows where a token is: the sinusoidal encoding added to the
 #: embeddings, or queries and keys rotated by their position (RoPE).
 POSITIONS = ("rotary", "sinusoidal")
+
+#: What normalises a decoder-only block's sub-layers: layer norm, or its root-mean-square
+#: variant without the mean (Llama's).
+NORMALIZATIONS = ("layer", "rms")
+
+#: A decoder-only block's feed-forward network: ReLU between two affine maps (the original
+#: Transformer) or the gated SwiGLU (Llama's).
+FEED_FORWARDS = ("relu", "swiglu")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -101,17 +111,56 @@ class DecoderOnlyConfig(ModelConfig):
     max_positions : int
         The longest sequence the model reads (prompt and generated tokens together), default
         512; a KV cache holds this many positions.
+    n_kv_heads : int
+        Key/value heads per attention layer (grouped-query attention), dividing ``n_heads``;
+        default (None) ``n_heads``, which the configuration then stores.
+    normalization : str
+        ``"layer"`` (default: :class:`~scratchformer.LayerNorm`) or ``"rms"``
+        (:class:`~scratchformer.RMSNorm`).
+    feed_forward : str
+        ``"relu"`` (default: :class:`~scratchformer.FeedForward`) or ``"swiglu"``
+        (:class:`~scratchformer.SwiGLU`, ``d_ff`` wide).
+    rope_base : float
+        The base of RoPE's angles, default 10000 (:func:`scratchformer.rope`).
+    tie_embeddings : bool
+        If True, the head is the embedding table transposed (logits ``x @ E^T``, no bias),
+        one matrix for both; default False, a :class:`~scratchformer.Linear` head.
+    bias : bool
+        Whether the attention projections, the ReLU network and an untied head have biases
+        (default True; SwiGLU has none).
     """
 
     norm: str = "pre"
     positions: str = "rotary"
     max_positions: int = 512
+    n_kv_heads: int | None = None
+    normalization: str = "layer"
+    feed_forward: str = "relu"
+    rope_base: float = 10_000.0
+    tie_embeddings: bool = False
+    bias: bool = True
 
     def __post_init__(self):
         super().__post_init__()
         choice(self.positions, POSITIONS, "positions")
+        choice(self.normalization, NORMALIZATIONS, "normalization")
+        choice(self.feed_forward, FEED_FORWARDS, "feed_forward")
         object.__setattr__(self, "max_positions",
                            positive_int(self.max_positions, "max_positions"))
+        n_kv = self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+        object.__setattr__(self, "n_kv_heads", positive_int(n_kv, "n_kv_heads"))
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_kv_heads={self.n_kv_heads} does not divide "
+                             f"n_heads={self.n_heads}: each key/value head serves a whole "
+                             "group of query heads")
+        base = non_negative_float(self.rope_base, "rope_base")
+        if not base > 1:
+            raise ValueError(f"rope_base must be greater than 1, got {self.rope_base!r}")
+        object.__setattr__(self, "rope_base", base)
+        for name in ("tie_embeddings", "bias"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+            object.__setattr__(self, name, bool(getattr(self, name)))
         d_k = self.d_model // self.n_heads
         if self.positions == "rotary" and d_k % 2:
             raise ValueError(f"rotary positions turn pairs of each head's features: "

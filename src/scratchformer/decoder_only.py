@@ -22,12 +22,12 @@ from ._validation import (
     token_ids,
 )
 from .attention import causal_mask
-from .config import NORMS, ConfiguredModel, DecoderOnlyConfig
+from .config import FEED_FORWARDS, NORMALIZATIONS, NORMS, ConfiguredModel, DecoderOnlyConfig
 from .generation import KVCache, generate
-from .layers import Embedding, FeedForward, LayerNorm, Linear
+from .layers import Embedding, FeedForward, LayerNorm, Linear, RMSNorm, SwiGLU
 from .module import Layer
 from .multihead import MultiHeadAttention, merge_heads
-from .positional import positional_encoding
+from .positional import BASE, positional_encoding
 from .rotary import rope, rope_backward
 
 __all__ = ["CausalSelfAttention", "DecoderOnlyBlock", "DecoderModel"]
@@ -45,6 +45,12 @@ class CausalSelfAttention(MultiHeadAttention):
         after the projections and the split into heads, before the scores; values are not
         rotated. Needs ``d_model / n_heads`` even.
     bias : bool, default True
+    n_kv_heads : int, optional
+        Grouped-query attention, as for :class:`~scratchformer.MultiHeadAttention`; the cache
+        then holds ``n_kv_heads`` heads of keys and values, ``n_heads / n_kv_heads`` times
+        fewer bytes per token.
+    rope_base : float, default 10000
+        The base of the rotation's angles (:func:`scratchformer.rope`).
     rng : numpy.random.Generator, optional
     dtype : floating dtype, default float64
 
@@ -57,17 +63,23 @@ class CausalSelfAttention(MultiHeadAttention):
     only: the new tokens sit at positions ``cache.position`` onwards.
     """
 
-    def __init__(self, d_model, n_heads, *, rotary=False, bias=True, rng=None,
-                 dtype=np.float64):
-        super().__init__(d_model, n_heads, bias=bias, rng=rng, dtype=dtype)
+    def __init__(self, d_model, n_heads, *, rotary=False, bias=True, n_kv_heads=None,
+                 rope_base=BASE, rng=None, dtype=np.float64):
+        super().__init__(d_model, n_heads, bias=bias, n_kv_heads=n_kv_heads, rng=rng,
+                         dtype=dtype)
         self.rotary = bool(rotary)
         if self.rotary and self.d_k % 2:
             raise ValueError(f"rotary positions turn pairs of features: d_model / n_heads = "
                              f"{self.d_k} must be even")
+        self.rope_base = non_negative_float(rope_base, "rope_base")
+        if not self.rope_base > 1:
+            raise ValueError(f"rope_base must be greater than 1, got {rope_base!r}")
 
     def __repr__(self):
-        return (f"CausalSelfAttention(d_model={self.d_model}, n_heads={self.n_heads}, "
-                f"rotary={self.rotary}, bias={self.bias}, "
+        kv = f", n_kv_heads={self.n_kv_heads}" if self.n_kv_heads != self.n_heads else ""
+        base = f", rope_base={self.rope_base:g}" if self.rope_base != BASE else ""
+        return (f"CausalSelfAttention(d_model={self.d_model}, n_heads={self.n_heads}{kv}, "
+                f"rotary={self.rotary}{base}, bias={self.bias}, "
                 f"dtype={self.params['w_q'].dtype})")
 
     def forward(self, x, *, cache=None, layer=0):
@@ -95,9 +107,10 @@ class CausalSelfAttention(MultiHeadAttention):
             raise RuntimeError("a KV cache serves generation: run the model inside "
                                "inference() (no backward pass goes through a cache)")
         x = features(x, self.d_model, "x", min_ndim=2)
-        q, k, v = super()._split_inputs(x, x)  # (..., h, n, d_k) each
+        q, k, v = super()._split_inputs(x, x)  # (..., h, n, d_k); k, v: n_kv_heads heads
         q, k = self._rotate(q, k, cache.position)
-        k, v = cache.append(layer, k, v)  # (..., h, position + n, d_k)
+        k, v = cache.append(layer, k, v)  # (..., n_kv_heads, position + n, d_k)
+        k, v = self._share_keys_values(k), self._share_keys_values(v)  # (..., h, ., d_k)
         mask = causal_mask(q.shape[-2], k.shape[-2])  # bottom-right: after the cached prefix
         self.attention_weights = None
         return self._project_output(merge_heads(self._attend_output(q, k, v, mask)))
@@ -107,7 +120,7 @@ class CausalSelfAttention(MultiHeadAttention):
         if not self.rotary:
             return q, k
         positions = start + np.arange(q.shape[-2])
-        return rope(q, positions), rope(k, positions)
+        return rope(q, positions, base=self.rope_base), rope(k, positions, base=self.rope_base)
 
     def _split_inputs(self, x, context):
         # The parent's forward (a whole sequence, from position 0) calls this.
@@ -117,8 +130,8 @@ class CausalSelfAttention(MultiHeadAttention):
     def _queries_keys_backward(self, d_q, d_k):
         if not self.rotary:
             return d_q, d_k
-        positions = np.arange(d_q.shape[-2])
-        return rope_backward(d_q, positions), rope_backward(d_k, positions)
+        positions, base = np.arange(d_q.shape[-2]), self.rope_base
+        return rope_backward(d_q, positions, base=base), rope_backward(d_k, positions, base=base)
 
 
 class DecoderOnlyBlock(Layer):
@@ -132,27 +145,46 @@ class DecoderOnlyBlock(Layer):
     rotary : bool, default False
         RoPE in the attention (:class:`CausalSelfAttention`).
     eps : float, default 1e-5
+    n_kv_heads : int, optional
+        Grouped-query attention (default ``n_heads``: none).
+    normalization : {"layer", "rms"}, default "layer"
+        :class:`~scratchformer.LayerNorm` or :class:`~scratchformer.RMSNorm`.
+    feed_forward : {"relu", "swiglu"}, default "relu"
+        :class:`~scratchformer.FeedForward` or :class:`~scratchformer.SwiGLU`.
+    rope_base : float, default 10000
+    bias : bool, default True
+        Biases in the attention projections and the ReLU network.
     rng : numpy.random.Generator, optional
     dtype : floating dtype, default float64
 
     Notes
     -----
     The encoder block's arithmetic with the causal mask; the sinusoidal variant computes PyTorch's
-    ``nn.TransformerEncoderLayer`` with a causal mask (``norm_first`` for pre-LN).
+    ``nn.TransformerEncoderLayer`` with a causal mask (``norm_first`` for pre-LN). Pre-LN
+    with ``normalization="rms"``, ``feed_forward="swiglu"``, grouped keys and values, RoPE and
+    no biases is Llama's decoder layer (``transformers``' ``LlamaDecoderLayer``).
     """
 
     def __init__(self, d_model, n_heads, d_ff, *, norm="pre", rotary=False, eps=1e-5,
-                 rng=None, dtype=np.float64):
+                 n_kv_heads=None, normalization="layer", feed_forward="relu", rope_base=BASE,
+                 bias=True, rng=None, dtype=np.float64):
         super().__init__()
         self.norm = choice(norm, NORMS, "norm")
+        normalization = choice(normalization, NORMALIZATIONS, "normalization")
+        feed_forward = choice(feed_forward, FEED_FORWARDS, "feed_forward")
         d_ff = positive_int(d_ff, "d_ff")
         eps = non_negative_float(eps, "eps")
         dtype, rng = floating_dtype(dtype), generator(rng)
-        self.attention = CausalSelfAttention(d_model, n_heads, rotary=rotary, rng=rng,
-                                             dtype=dtype)
-        self.ffn = FeedForward(d_model, d_ff, rng=rng, dtype=dtype)
-        self.norm1 = LayerNorm(d_model, eps=eps, dtype=dtype)
-        self.norm2 = LayerNorm(d_model, eps=eps, dtype=dtype)
+        self.attention = CausalSelfAttention(d_model, n_heads, rotary=rotary, bias=bias,
+                                             n_kv_heads=n_kv_heads, rope_base=rope_base,
+                                             rng=rng, dtype=dtype)
+        if feed_forward == "swiglu":
+            self.ffn = SwiGLU(d_model, d_ff, rng=rng, dtype=dtype)
+        else:
+            self.ffn = FeedForward(d_model, d_ff, bias=bias, rng=rng, dtype=dtype)
+        norm_class = RMSNorm if normalization == "rms" else LayerNorm
+        self.norm1 = norm_class(d_model, eps=eps, dtype=dtype)
+        self.norm2 = norm_class(d_model, eps=eps, dtype=dtype)
 
     @property
     def d_model(self):
@@ -198,6 +230,9 @@ class DecoderModel(ConfiguredModel):
     max_positions : int, default 512
         The longest sequence read, generated tokens included.
     eps : float, default 1e-5
+    n_kv_heads, normalization, feed_forward, rope_base, tie_embeddings, bias
+        What a Llama-style model changes (:class:`~scratchformer.DecoderOnlyConfig`); the
+        defaults give the book's model.
     rng : numpy.random.Generator, optional
         Source of every initial weight; default seeded with 0.
     dtype : floating dtype, default float64
@@ -207,46 +242,64 @@ class DecoderModel(ConfiguredModel):
     config : DecoderOnlyConfig
     embedding : Embedding
     blocks : list of DecoderOnlyBlock
-    final_norm : LayerNorm or None
+    final_norm : LayerNorm, RMSNorm or None
         For ``norm="pre"`` only.
-    head : Linear
-        ``d_model -> vocab_size``.
+    head : Linear or None
+        ``d_model -> vocab_size``; None with ``tie_embeddings``, where the logits are
+        ``x @ embedding.params["table"].T``.
 
     Notes
     -----
     .. math:: X_0 &= E[\text{tokens}] \;(+\, P), \\
               X_\ell &= \operatorname{Block}_\ell(X_{\ell-1}), \\
-              \text{logits} &= X_L W + b,
+              \text{logits} &= X_L W + b \quad (\text{tied: } X_L E^\top),
 
     with :math:`P` the sinusoidal encoding (``positions="sinusoidal"``); logits at position
-    :math:`t` depend on tokens :math:`0 .. t` only.
+    :math:`t` depend on tokens :math:`0 .. t` only. A tied head's gradient adds to the
+    embedding's: the table is read twice, once per token in, once per logit out.
     """
 
     def __init__(self, *, vocab_size, d_model, n_heads, d_ff, n_layers, positions="rotary",
-                 norm="pre", max_positions=512, eps=1e-5, rng=None, dtype=np.float64):
+                 norm="pre", max_positions=512, eps=1e-5, n_kv_heads=None,
+                 normalization="layer", feed_forward="relu", rope_base=BASE,
+                 tie_embeddings=False, bias=True, rng=None, dtype=np.float64):
         super().__init__()
         c = DecoderOnlyConfig(vocab_size=vocab_size, d_model=d_model, n_heads=n_heads,
                               d_ff=d_ff, n_layers=n_layers, positions=positions, norm=norm,
-                              max_positions=max_positions, eps=eps)
+                              max_positions=max_positions, eps=eps, n_kv_heads=n_kv_heads,
+                              normalization=normalization, feed_forward=feed_forward,
+                              rope_base=rope_base, tie_embeddings=tie_embeddings, bias=bias)
         dtype, rng = floating_dtype(dtype), generator(rng)
         self.config = c
         self.embedding = Embedding(c.vocab_size, c.d_model, rng=rng, dtype=dtype)
         self.blocks = [DecoderOnlyBlock(c.d_model, c.n_heads, c.d_ff, norm=c.norm,
-                                        rotary=c.positions == "rotary", eps=c.eps, rng=rng,
-                                        dtype=dtype)
+                                        rotary=c.positions == "rotary", eps=c.eps,
+                                        n_kv_heads=c.n_kv_heads,
+                                        normalization=c.normalization,
+                                        feed_forward=c.feed_forward, rope_base=c.rope_base,
+                                        bias=c.bias, rng=rng, dtype=dtype)
                        for _ in range(c.n_layers)]
         self.final_norm = None
         if c.norm == "pre":
-            self.final_norm = LayerNorm(c.d_model, eps=c.eps, dtype=dtype)
-        self.head = Linear(c.d_model, c.vocab_size, rng=rng, dtype=dtype)
+            norm_class = RMSNorm if c.normalization == "rms" else LayerNorm
+            self.final_norm = norm_class(c.d_model, eps=c.eps, dtype=dtype)
+        self.head = None
+        if not c.tie_embeddings:
+            self.head = Linear(c.d_model, c.vocab_size, bias=c.bias, rng=rng, dtype=dtype)
 
     def children(self):
         layers = {"embedding": self.embedding}
         layers |= {f"blocks.{i}": block for i, block in enumerate(self.blocks)}
         if self.final_norm is not None:
             layers["final_norm"] = self.final_norm
-        layers["head"] = self.head
+        if self.head is not None:
+            layers["head"] = self.head
         return layers
+
+    @property
+    def dtype(self):
+        """The dtype of the parameters."""
+        return self.embedding.params["table"].dtype
 
     def new_cache(self):
         """An empty :class:`~scratchformer.KVCache` for this model."""
@@ -291,17 +344,30 @@ class DecoderModel(ConfiguredModel):
             cache.advance(n)
         if self.final_norm is not None:
             x = self.final_norm.forward(x)
-        return self.head.forward(x)
+        if self.head is not None:
+            return self.head.forward(x)
+        self._save(x=x)
+        # (..., n, d_model) @ (d_model, vocab_size) -> (..., n, vocab_size)
+        return x @ self.embedding.params["table"].T
 
     def backward(self, d_logits):
         """Backpropagate the logits' gradient of the last forward; sets every ``grads``.
         Returns None: token ids have no gradient."""
-        d_x = self.head.backward(d_logits)
+        if self.head is not None:
+            d_x = self.head.backward(d_logits)
+        else:
+            x = self._saved_for_backward()["x"]
+            table = self.embedding.params["table"]
+            d_x = d_logits @ table  # (..., n, vocab_size) @ (vocab_size, d_model)
+            # (vocab_size, tokens) @ (tokens, d_model): the head's share of the table's gradient
+            d_table = d_logits.reshape(-1, table.shape[0]).T @ x.reshape(-1, table.shape[1])
         if self.final_norm is not None:
             d_x = self.final_norm.backward(d_x)
         for block in reversed(self.blocks):
             d_x = block.backward(d_x)
         self.embedding.backward(d_x)
+        if self.head is None:
+            self.embedding.grads["table"] += d_table
 
     def generate(self, prompt, max_new_tokens, *, use_cache=True, temperature=0.0,
                  top_k=None, top_p=None, rng=None, return_logits=False):

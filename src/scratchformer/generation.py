@@ -99,6 +99,18 @@ class KVCache:
         values[..., self.position:end, :] = v
         return keys[..., :end, :], values[..., :end, :]
 
+    @property
+    def nbytes(self):
+        """Bytes the cache's arrays hold, every position allocated (0 before the first
+        :meth:`append`): ``2 * n_layers * batch * h_kv * max_positions * d_k`` entries."""
+        return sum(a.nbytes for a in (*self.keys, *self.values) if a is not None)
+
+    @property
+    def bytes_per_position(self):
+        """:attr:`nbytes` per position: what each token read adds, ``2 n_layers h_kv d_k``
+        entries per sequence of the batch (grouped-query attention shrinks ``h_kv``)."""
+        return self.nbytes // self.max_positions
+
     def advance(self, n_new):
         """Move the position counter past ``n_new`` tokens (every layer has appended them)."""
         self.position += positive_int(n_new, "n_new")

@@ -80,6 +80,13 @@ class MultiHeadAttention(Layer):
         Number of heads ``h``; each works in ``d_k = d_model // h`` dimensions.
     bias : bool, default True
         Whether the four projections have biases.
+    n_kv_heads : int, optional
+        Grouped-query attention (Ainslie et al., 2023): only ``n_kv_heads`` heads of keys and
+        values, each shared by a group of ``n_heads / n_kv_heads`` consecutive query heads
+        (query head ``i`` reads key/value head ``i // (n_heads / n_kv_heads)``, the layout
+        of Llama and of ``transformers``' ``repeat_kv``). Must divide ``n_heads``. Default
+        ``n_heads``: multi-head attention, every head its own keys and values; 1 is
+        multi-query attention (Shazeer, 2019).
     rng : numpy.random.Generator, optional
         Source of the initial weights (Glorot-uniform, biases zero). Default: a generator
         seeded with 0, so that a layer made without one is still reproducible.
@@ -89,9 +96,10 @@ class MultiHeadAttention(Layer):
     Attributes
     ----------
     params : dict of str to ndarray
-        ``w_q``, ``w_k``, ``w_v``, ``w_o`` of shape ``(d_model, d_model)`` and, with
-        ``bias=True``, ``b_q``, ``b_k``, ``b_v``, ``b_o`` of shape ``(d_model,)``. Plain arrays:
-        read and write them directly.
+        ``w_q``, ``w_o`` of shape ``(d_model, d_model)``, ``w_k``, ``w_v`` of shape
+        ``(d_model, n_kv_heads * d_k)`` (square unless grouped) and, with ``bias=True``,
+        ``b_q``, ``b_k``, ``b_v``, ``b_o`` of the matching widths. Plain arrays: read and
+        write them directly.
 
     Notes
     -----
@@ -113,22 +121,32 @@ class MultiHeadAttention(Layer):
     :doc:`Multi-head attention </book/multi_head_attention>`.
     """
 
-    def __init__(self, d_model, n_heads, *, bias=True, rng=None, dtype=np.float64):
+    def __init__(self, d_model, n_heads, *, bias=True, n_kv_heads=None, rng=None,
+                 dtype=np.float64):
         super().__init__()
         d_model = positive_int(d_model, "d_model")
         n_heads = positive_int(n_heads, "n_heads")
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}: "
                              f"each head needs d_model / n_heads features")
+        n_kv_heads = n_heads if n_kv_heads is None else positive_int(n_kv_heads, "n_kv_heads")
+        if n_heads % n_kv_heads:
+            raise ValueError(f"n_kv_heads={n_kv_heads} does not divide n_heads={n_heads}: "
+                             "each key/value head serves a whole group of query heads")
         dtype, rng = floating_dtype(dtype), generator(rng)
         self.d_model, self.n_heads, self.bias = d_model, n_heads, bool(bias)
+        self.n_kv_heads = n_kv_heads
         self.attention_weights = None
-        limit = math.sqrt(6.0 / (d_model + d_model))  # Glorot uniform for a square matrix
-        self.params = {name: rng.uniform(-limit, limit, (d_model, d_model)).astype(dtype)
-                       for name in ("w_q", "w_k", "w_v", "w_o")}
+        d_kv = n_kv_heads * (d_model // n_heads)
+        widths = {"q": d_model, "k": d_kv, "v": d_kv, "o": d_model}
+        self.params = {}
+        for which in ("q", "k", "v", "o"):
+            limit = math.sqrt(6.0 / (d_model + widths[which]))  # Glorot uniform
+            shape = (d_model, widths[which])
+            self.params[f"w_{which}"] = rng.uniform(-limit, limit, shape).astype(dtype)
         if self.bias:
-            self.params.update({name: np.zeros(d_model, dtype=dtype)
-                                for name in ("b_q", "b_k", "b_v", "b_o")})
+            self.params.update({f"b_{which}": np.zeros(widths[which], dtype=dtype)
+                                for which in ("q", "k", "v", "o")})
 
     @property
     def d_k(self):
@@ -136,13 +154,20 @@ class MultiHeadAttention(Layer):
         return self.d_model // self.n_heads
 
     @property
+    def group_size(self):
+        """Query heads per key/value head, ``n_heads // n_kv_heads`` (1 without grouping)."""
+        return self.n_heads // self.n_kv_heads
+
+    @property
     def num_parameters(self):
-        """The number of scalar parameters, ``4 d_model^2`` (+ ``4 d_model`` with biases)."""
+        """The number of scalar parameters, ``4 d_model^2`` (+ ``4 d_model`` with biases)
+        without grouping; ``2 d_model^2 + 2 d_model * n_kv_heads * d_k`` (+ biases) with."""
         return super().num_parameters
 
     def __repr__(self):
         dtype = self.params["w_q"].dtype
-        return (f"MultiHeadAttention(d_model={self.d_model}, n_heads={self.n_heads}, "
+        kv = f", n_kv_heads={self.n_kv_heads}" if self.n_kv_heads != self.n_heads else ""
+        return (f"MultiHeadAttention(d_model={self.d_model}, n_heads={self.n_heads}{kv}, "
                 f"bias={self.bias}, dtype={dtype})")
 
     def forward(self, x, mask=None, context=None):
@@ -174,7 +199,8 @@ class MultiHeadAttention(Layer):
         """
         cross = context is not None
         x, context, mask = self._check(x, mask, context)
-        q, k, v = self._split_inputs(x, context)  # (..., h, n, d_k) each
+        q, k, v = self._split_inputs(x, context)  # (..., h, n, d_k); k, v: n_kv_heads heads
+        k, v = self._share_keys_values(k), self._share_keys_values(v)  # (..., h, n, d_k)
         if not self.saves_for_backward:
             self.attention_weights = None
             heads = self._attend_output(q, k, v, mask)  # (..., h, n_q, d_k)
@@ -232,14 +258,16 @@ class MultiHeadAttention(Layer):
                    for a in (saved["q"], saved["k"], saved["v"]))
         # (..., h, n, d_k) each:
         d_q, d_k, d_v = attention_backward(d_heads, q, k, v, weights)
+        # a shared key or value collects the gradients of every head of its group
+        d_k, d_v = self._group_sum(d_k), self._group_sum(d_v)  # (..., n_kv_heads, n, d_k)
         # through what a subclass did to q and k (RoPE); nothing here
         d_q, d_k = self._queries_keys_backward(d_q, d_k)
         inputs = {"q": x, "k": context, "v": context}
         d_inputs = {}
         for which, d_proj in (("q", d_q), ("k", d_k), ("v", d_v)):
-            d_proj = merge_heads(d_proj)  # (..., n, d_model)
-            source = np.broadcast_to(inputs[which], d_proj.shape)
-            d_w, d_b = _affine_grads(source, d_proj)  # (d, d), (d,)
+            d_proj = merge_heads(d_proj)  # (..., n, width of W)
+            source = np.broadcast_to(inputs[which], (*d_proj.shape[:-1], self.d_model))
+            d_w, d_b = _affine_grads(source, d_proj)  # (d, width), (width,)
             grads[f"w_{which}"], grads[f"b_{which}"] = d_w, d_b
             d_source = _sum_to(d_proj @ p[f"w_{which}"].T, inputs[which].shape)
             d_inputs[which] = d_source  # (..., n, d_model)
@@ -264,19 +292,38 @@ class MultiHeadAttention(Layer):
         return fast_attention(q, k, v, mask)  # head by head, in blocks
 
     def _split_inputs(self, x, context):
-        """Project and split into heads: (..., h, n, d_k) each."""
-        if context is x:  # self-attention: one product with [W_Q W_K W_V]
-            d, p = self.d_model, self.params
-            # (..., n, d_model) @ (d_model, 3 d_model) -> (..., n, 3 d_model)
+        """Project and split into heads: (..., h, n, d_k), keys and values (..., n_kv_heads,
+        n, d_k)."""
+        if context is x and self.saves_for_backward:
+            # self-attention in training: one product with [W_Q W_K W_V] (the concatenation
+            # copies the weights, which a product of many tokens repays)
+            p, d = self.params, self.d_model
+            d_kv = p["w_k"].shape[1]
+            # (..., n, d_model) @ (d_model, d_model + 2 d_kv) -> (..., n, d_model + 2 d_kv)
             qkv = x @ np.concatenate([p["w_q"], p["w_k"], p["w_v"]], axis=1)
             if self.bias:
                 qkv += np.concatenate([p["b_q"], p["b_k"], p["b_v"]])
-            q, k, v = qkv[..., :d], qkv[..., d:2 * d], qkv[..., 2 * d:]
+            q, k, v = qkv[..., :d], qkv[..., d:d + d_kv], qkv[..., d + d_kv:]
         else:
             q = self._project(x, "q")  # (..., n_q, d_model)
-            k = self._project(context, "k")  # (..., n_k, d_model)
-            v = self._project(context, "v")  # (..., n_k, d_model)
-        return tuple(split_heads(a, self.n_heads) for a in (q, k, v))
+            k = self._project(context, "k")  # (..., n_k, d_kv)
+            v = self._project(context, "v")  # (..., n_k, d_kv)
+        return (split_heads(q, self.n_heads), split_heads(k, self.n_kv_heads),
+                split_heads(v, self.n_kv_heads))
+
+    def _share_keys_values(self, kv):
+        """(..., n_kv_heads, n, d_k) -> (..., n_heads, n, d_k): each key/value head repeated
+        for the query heads of its group (no copy without grouping)."""
+        if self.n_kv_heads == self.n_heads:
+            return kv
+        return np.repeat(kv, self.group_size, axis=-3)
+
+    def _group_sum(self, d_kv):
+        """Backward of :meth:`_share_keys_values`: the sum over each group's heads."""
+        if self.n_kv_heads == self.n_heads:
+            return d_kv
+        *batch, _, n, d_k = d_kv.shape
+        return d_kv.reshape(*batch, self.n_kv_heads, self.group_size, n, d_k).sum(axis=-3)
 
     def _queries_keys_backward(self, d_q, d_k):
         """Hook: gradients through a map that a subclass's ``_split_inputs`` applies to the
@@ -292,7 +339,7 @@ class MultiHeadAttention(Layer):
         return out
 
     def _project(self, x, which):
-        # (..., n, d_model) @ (d_model, d_model) -> (..., n, d_model)
+        # (..., n, d_model) @ (d_model, width) -> (..., n, width)
         y = x @ self.params[f"w_{which}"]
         if self.bias:
             y += self.params[f"b_{which}"]

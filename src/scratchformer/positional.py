@@ -25,21 +25,29 @@ def _check_d_model(d_model):
     return d_model
 
 
-def frequencies(d_model):
+def frequencies(d_model, base=BASE):
     r"""Angular frequencies :math:`\omega_i = 10000^{-2i/d_\text{model}}`.
 
     Parameters
     ----------
     d_model : int
         Even width of the encoding.
+    base : float, default 10000
+        The wavelength scale: :math:`\omega_i = \text{base}^{-2i/d_\text{model}}`, the
+        slowest pair turning once in nearly :math:`2\pi \cdot \text{base}` positions. RoPE
+        models trained on long contexts raise it (Llama 3: 500000; SmolLM2: 100000).
 
     Returns
     -------
     omega : ndarray, shape (d_model // 2,)
-        One frequency per sine-cosine pair, from 1 down to nearly ``1 / 10000``.
+        One frequency per sine-cosine pair, from 1 down to nearly ``1 / base``.
     """
     d_model = _check_d_model(d_model)
-    return BASE ** (-np.arange(0, d_model, 2) / d_model)
+    if isinstance(base, (bool, np.bool_)) or not isinstance(base, (int, float, np.number)):
+        raise TypeError(f"base must be a real number, got {base!r}")
+    if not (np.isfinite(base) and base > 1):
+        raise ValueError(f"base must be finite and greater than 1, got {base!r}")
+    return float(base) ** (-np.arange(0, d_model, 2) / d_model)
 
 
 def positional_encoding(n_positions, d_model):

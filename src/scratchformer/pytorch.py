@@ -547,6 +547,10 @@ def _encoder_decoder(model, dtype):
 def _module(layer, dtype):
     """A PyTorch module of ``layer``'s type and sizes, holding its weights."""
     if isinstance(layer, MultiHeadAttention):
+        if layer.n_kv_heads != layer.n_heads:
+            raise ValueError(f"torch.nn.MultiheadAttention has no grouped-query attention: "
+                             f"{layer!r} has n_kv_heads={layer.n_kv_heads} for "
+                             f"n_heads={layer.n_heads}")
         module = torch.nn.MultiheadAttention(layer.d_model, layer.n_heads, bias=layer.bias,
                                              batch_first=True, dtype=dtype)
         _write_attention(module, layer)

@@ -33,12 +33,15 @@ class TorchDecoderModel(torch.nn.Module):
     Parameters
     ----------
     model : DecoderModel
-        Its weights, dtype, layout (pre-LN or post-LN) and positions (rotary or sinusoidal).
+        Its weights, dtype, layout (pre-LN or post-LN), positions (rotary or sinusoidal) and
+        every option of its configuration: grouped keys and values
+        (``scaled_dot_product_attention(enable_gqa=True)``), RMS norm (``F.rms_norm``),
+        SwiGLU (``F.silu``), RoPE's base, a tied head, no biases.
 
     Notes
     -----
     RoPE is the interleaved convention of :func:`scratchformer.rope`: features ``2i`` and
-    ``2i + 1`` of each head rotated by ``position * 10000**(-2i / d_k)``; the sinusoidal
+    ``2i + 1`` of each head rotated by ``position * base**(-2i / d_k)``; the sinusoidal
     encoding puts ``sin`` and ``cos`` of ``position * 10000**(-2i / d_model)`` at features
     ``2i`` and ``2i + 1``. Both are written here from their formulas, the angles in float64.
     PyTorch's boolean masks in ``scaled_dot_product_attention`` mean "may attend", as the
@@ -52,7 +55,7 @@ class TorchDecoderModel(torch.nn.Module):
             raise TypeError(f"model must be a scratchformer.DecoderModel, got {model!r}")
         c = model.config
         self.config = c
-        self.dtype = model.head.params["w"].dtype
+        self.dtype = model.dtype
         params = {name: torch.nn.Parameter(_tensor(layer.params[key]), requires_grad=False)
                   for name, layer, key in model.named_parameters()}
         self.params = torch.nn.ParameterDict({name.replace(".", "/"): p
@@ -60,16 +63,25 @@ class TorchDecoderModel(torch.nn.Module):
         self._get = lambda name: self.params[name.replace(".", "/")]
         d_k = c.d_model // c.n_heads
         self.d_k = d_k
-        # 10000^(-2i/d_k), i = 0 .. d_k/2 - 1, written here rather than taken from the package
-        self._frequencies = 10000.0 ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
+        # base^(-2i/d_k), i = 0 .. d_k/2 - 1, written here rather than taken from the package
+        self._frequencies = c.rope_base ** (
+            -torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
+
+    def _has(self, name):
+        return name.replace(".", "/") in self.params
 
     def _linear(self, x, prefix, w="w", b="b"):
         weight = self._get(f"{prefix}.{w}")  # (d_in, d_out): x @ W, the package's layout
-        bias = self._get(f"{prefix}.{b}")
-        return torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight).reshape(
-            *x.shape[:-1], weight.shape[1])
+        flat = x.reshape(-1, x.shape[-1])
+        if self._has(f"{prefix}.{b}"):
+            out = torch.addmm(self._get(f"{prefix}.{b}"), flat, weight)
+        else:
+            out = flat @ weight
+        return out.reshape(*x.shape[:-1], weight.shape[1])
 
     def _norm(self, x, prefix):
+        if self.config.normalization == "rms":
+            return F.rms_norm(x, x.shape[-1:], self._get(f"{prefix}.gamma"), self.config.eps)
         return F.layer_norm(x, x.shape[-1:], self._get(f"{prefix}.gamma"),
                             self._get(f"{prefix}.beta"), self.config.eps)
 
@@ -87,10 +99,12 @@ class TorchDecoderModel(torch.nn.Module):
     def _attention(self, x, i, cache, start):
         c, prefix = self.config, f"blocks.{i}.attention"
         batch, n, _ = x.shape
-        w = torch.cat([self._get(f"{prefix}.w_{s}") for s in "qkv"], dim=1)
-        b = torch.cat([self._get(f"{prefix}.b_{s}") for s in "qkv"])
-        qkv = torch.addmm(b, x.reshape(-1, c.d_model), w).view(batch, n, 3, c.n_heads, self.d_k)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # (batch, h, n, d_k) each
+        q, k, v = (self._linear(x, prefix, f"w_{s}", f"b_{s}") for s in "qkv")
+        q = q.view(batch, n, c.n_heads, self.d_k).transpose(1, 2)  # (batch, h, n, d_k)
+        k = k.view(batch, n, c.n_kv_heads, self.d_k).transpose(1, 2)  # (batch, h_kv, n, d_k)
+        v = v.view(batch, n, c.n_kv_heads, self.d_k).transpose(1, 2)
+        # query head i reads key/value head i // (h / h_kv), as repeat_interleave puts them
+        gqa = {"enable_gqa": c.n_kv_heads != c.n_heads}
         if c.positions == "rotary":
             q, k = self._rope(q, start), self._rope(k, start)
         if cache is not None:
@@ -99,24 +113,27 @@ class TorchDecoderModel(torch.nn.Module):
             values[:, :, start:start + n] = v
             k, v = keys[:, :, :start + n], values[:, :, :start + n]
         if n == 1:  # one new token sees every key so far
-            heads = F.scaled_dot_product_attention(q, k, v)
+            heads = F.scaled_dot_product_attention(q, k, v, **gqa)
         elif start == 0:
-            heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            heads = F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
         else:  # bottom-right: query t sees keys up to start + t
             mask = torch.ones(n, start + n, dtype=torch.bool).tril(diagonal=start)
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **gqa)
         merged = heads.transpose(1, 2).reshape(batch, n, c.d_model)
         return self._linear(merged, prefix, "w_o", "b_o")
 
     def _ffn(self, x, i):
         prefix = f"blocks.{i}.ffn"
+        if self.config.feed_forward == "swiglu":
+            gate = F.silu(self._linear(x, prefix, "w_gate"))
+            return self._linear(gate * self._linear(x, prefix, "w_up"), prefix, "w_down")
         hidden = F.relu(self._linear(x, prefix, "w_1", "b_1"))
         return self._linear(hidden, prefix, "w_2", "b_2")
 
     def new_cache(self, batch):
-        """Empty keys and values for every layer: ``(batch, h, max_positions, d_k)`` each."""
+        """Empty keys and values for every layer: ``(batch, h_kv, max_positions, d_k)`` each."""
         c = self.config
-        shape = (batch, c.n_heads, c.max_positions, self.d_k)
+        shape = (batch, c.n_kv_heads, c.max_positions, self.d_k)
         dtype = getattr(torch, np.dtype(self.dtype).name)
         return [(torch.empty(shape, dtype=dtype), torch.empty(shape, dtype=dtype))
                 for _ in range(c.n_layers)]
@@ -141,6 +158,8 @@ class TorchDecoderModel(torch.nn.Module):
                 x = y + self._ffn(self._norm(y, f"blocks.{i}.norm2"), i)
         if c.norm == "pre":
             x = self._norm(x, "final_norm")
+        if c.tie_embeddings:
+            return x @ self._get("embedding.table").T
         return self._linear(x, "head")
 
     @torch.no_grad()

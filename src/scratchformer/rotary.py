@@ -14,10 +14,11 @@ of the features:
   :func:`rope_half_split`. ``rope_half_split(x[..., p], m) == rope(x, m)[..., p]`` with
   ``p = half_split_permutation(d)``.
 
-Pair ``i`` turns by ``position * 10000**(-2i/d)``, counter-clockwise: as the complex number
-``x_{2i} + 1j * x_{2i+1}`` multiplied by ``exp(1j * position * theta_i)``. (The book's
-:func:`scratchformer.rotation_matrix` is the transpose of RoFormer's :math:`R_m`: it shifts the
-sinusoidal encoding, which is a row vector, and turns the other way when applied to a column.)
+Pair ``i`` turns by ``position * base**(-2i/d)`` (``base`` 10000 unless given),
+counter-clockwise: as the complex number ``x_{2i} + 1j * x_{2i+1}`` multiplied by
+``exp(1j * position * theta_i)``. (The book's :func:`scratchformer.rotation_matrix` is the
+transpose of RoFormer's :math:`R_m`: it shifts the sinusoidal encoding, which is a row vector,
+and turns the other way when applied to a column.)
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from __future__ import annotations
 import numpy as np
 
 from ._validation import as_float_array, require_finite, require_min_ndim
-from .positional import frequencies
+from .positional import BASE, frequencies
 
 __all__ = ["rope", "rope_backward", "rope_half_split", "half_split_permutation"]
 
 
-def _cos_sin(positions, shape, dtype):
+def _cos_sin(positions, shape, dtype, base):
     """``cos`` and ``sin`` of every pair's angle, shape ``(..., n, d/2)``, for ``x`` of
     ``shape``."""
     d = shape[-1]
@@ -46,7 +47,7 @@ def _cos_sin(positions, shape, dtype):
                          f"tokens' axes {shape[:-1]} of x (shape {shape})") from None
     # (..., n, 1) * (d/2,) -> (..., n, d/2), in float64 whatever x is: angles of large
     # positions need the digits.
-    angles = positions[..., None] * frequencies(d)
+    angles = positions[..., None] * frequencies(d, base)
     return np.cos(angles).astype(dtype, copy=False), np.sin(angles).astype(dtype, copy=False)
 
 
@@ -57,8 +58,8 @@ def _check(x, name):
     return x
 
 
-def rope(x, positions):
-    r"""Rotate each pair of features ``(2i, 2i + 1)`` by ``position * 10000**(-2i/d)``.
+def rope(x, positions, *, base=BASE):
+    r"""Rotate each pair of features ``(2i, 2i + 1)`` by ``position * base**(-2i/d)``.
 
     Parameters
     ----------
@@ -68,6 +69,9 @@ def rope(x, positions):
     positions : array_like, shape broadcasting to (..., n)
         The absolute position of each token: ``np.arange(n)`` for a whole sequence,
         ``start + np.arange(n)`` after ``start`` cached tokens.
+    base : float, default 10000
+        The wavelength scale of the angles (:func:`scratchformer.frequencies`): RoFormer's
+        10000; models trained on long contexts raise it (SmolLM2: 100000).
 
     Returns
     -------
@@ -77,7 +81,7 @@ def rope(x, positions):
     Notes
     -----
     The interleaved (RoFormer, Meta) convention. With
-    :math:`\theta_i = 10000^{-2i/d}` and position :math:`m`,
+    :math:`\theta_i = \text{base}^{-2i/d}` and position :math:`m`,
 
     .. math::
         \begin{pmatrix} y_{2i} \\ y_{2i+1} \end{pmatrix} =
@@ -89,7 +93,7 @@ def rope(x, positions):
     :math:`m - n` only. Applied to queries and keys, never to values.
     """
     x = _check(x, "x")
-    cos, sin = _cos_sin(positions, x.shape, x.dtype)
+    cos, sin = _cos_sin(positions, x.shape, x.dtype, base)
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., n, d/2) each
     out = np.empty(np.broadcast_shapes(x.shape, (*cos.shape[:-1], x.shape[-1])), x.dtype)
     out[..., 0::2] = even * cos - odd * sin
@@ -97,7 +101,7 @@ def rope(x, positions):
     return out
 
 
-def rope_backward(d_y, positions):
+def rope_backward(d_y, positions, *, base=BASE):
     """Gradient of :func:`rope` for ``x``: the rotation by minus the angle.
 
     A rotation is orthogonal, so its transpose, which backpropagation applies, is its
@@ -109,12 +113,14 @@ def rope_backward(d_y, positions):
         Gradient of the loss with respect to the output of ``rope(x, positions)``.
     positions : array_like
         The positions of that forward pass.
+    base : float, default 10000
+        Its base.
 
     Returns
     -------
     d_x : ndarray, shape of ``d_y``
     """
-    return rope(d_y, -as_float_array(positions, "positions"))
+    return rope(d_y, -as_float_array(positions, "positions"), base=base)
 
 
 def half_split_permutation(d):
@@ -133,7 +139,7 @@ def half_split_permutation(d):
     return np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])
 
 
-def rope_half_split(x, positions):
+def rope_half_split(x, positions, *, base=BASE):
     """RoPE in the half-split layout of GPT-NeoX and Hugging Face: pairs ``(i, i + d/2)``.
 
     The same angles as :func:`rope`; only which features form a pair differs (see
@@ -145,13 +151,14 @@ def rope_half_split(x, positions):
     ----------
     x : array_like, shape (..., n, d)
     positions : array_like, shape broadcasting to (..., n)
+    base : float, default 10000
 
     Returns
     -------
     ndarray, shape of ``x``
     """
     x = _check(x, "x")
-    cos, sin = _cos_sin(positions, x.shape, x.dtype)
+    cos, sin = _cos_sin(positions, x.shape, x.dtype, base)
     half = x.shape[-1] // 2
     first, second = x[..., :half], x[..., half:]
     return np.concatenate([first * cos - second * sin, first * sin + second * cos], axis=-1)
