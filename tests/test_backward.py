@@ -60,7 +60,8 @@ def relu_kink_gap(layer, x):
     """Smallest |pre-activation| of the layer's ReLUs on ``x`` (inf without a ReLU).
 
     Finite differences that step across a kink of the ReLU measure neither one-sided slope:
-    such draws are not evidence either way, and the tests set them aside.
+    such draws are not evidence either way, and the tests set them aside. GELU networks are
+    smooth, and have no kink to report.
     """
     layer.forward(x)
     gaps = [np.inf]
@@ -68,7 +69,7 @@ def relu_kink_gap(layer, x):
     while stack:
         node = stack.pop()
         stack += node.children().values()
-        if isinstance(node, sf.FeedForward):
+        if isinstance(node, sf.FeedForward) and node.activation == "relu":
             saved = node._saved
             pre = saved["x"] @ node.params["w_1"] + node.params.get("b_1", 0.0)
             gaps.append(float(np.abs(pre).min()))

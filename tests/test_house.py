@@ -364,8 +364,8 @@ BAD_INPUTS = [
         vocab_size=5, d_model=6, n_heads=2, d_ff=8, n_layers=1), ValueError,
      "d_model / n_heads = 3 must be even"),
     ("DecoderModel: unknown positions", lambda: sf.DecoderModel(
-        vocab_size=5, d_model=8, n_heads=2, d_ff=8, n_layers=1, positions="learned"),
-     ValueError, "positions must be 'rotary' or 'sinusoidal', got 'learned'"),
+        vocab_size=5, d_model=8, n_heads=2, d_ff=8, n_layers=1, positions="alibi"),
+     ValueError, "positions must be 'rotary' or 'sinusoidal' or 'learned', got 'alibi'"),
     ("DecoderModel.forward: longer than the positions", lambda: _decoder().forward(
         np.zeros((1, 9), int)), ValueError, "0 \\+ 9 tokens exceed the model's max_positions=8"),
     ("AdditionTask: ten digits", lambda: sf.AdditionTask(n_digits=10), ValueError,

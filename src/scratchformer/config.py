@@ -23,17 +23,19 @@ __all__ = ["NORMS", "POSITIONS", "NORMALIZATIONS", "FEED_FORWARDS", "ModelConfig
 #: or at the input of each sub-layer.
 NORMS = ("post", "pre")
 
-#: How a decoder-only model knows where a token is: the sinusoidal encoding added to the
-#: embeddings, or queries and keys rotated by their position (RoPE).
-POSITIONS = ("rotary", "sinusoidal")
+#: How a decoder-only model knows where a token is: queries and keys rotated by their
+#: position (RoPE), the sinusoidal encoding added to the embeddings, or a learned table of
+#: one vector per position added to them (GPT-2's).
+POSITIONS = ("rotary", "sinusoidal", "learned")
 
 #: What normalises a decoder-only block's sub-layers: layer norm, or its root-mean-square
 #: variant without the mean (Llama's).
 NORMALIZATIONS = ("layer", "rms")
 
 #: A decoder-only block's feed-forward network: ReLU between two affine maps (the original
-#: Transformer) or the gated SwiGLU (Llama's).
-FEED_FORWARDS = ("relu", "swiglu")
+#: Transformer), the gated SwiGLU (Llama's), or GELU between two affine maps in the tanh
+#: approximation (GPT-2's ``gelu_new``, :func:`scratchformer.layers.gelu`).
+FEED_FORWARDS = ("relu", "swiglu", "gelu")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -99,15 +101,17 @@ class EncoderConfig(ModelConfig):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DecoderOnlyConfig(ModelConfig):
-    """A decoder-only (GPT-style) language model: :class:`ModelConfig`, positions and length.
+    r"""A decoder-only (GPT-style) language model: :class:`ModelConfig`, positions and length.
 
     Pre-LN by default, as decoder-only models are.
 
     Attributes
     ----------
     positions : str
-        ``"rotary"`` (default: RoPE in every attention layer) or ``"sinusoidal"`` (the
-        encoding added to the embeddings).
+        ``"rotary"`` (default: RoPE in every attention layer), ``"sinusoidal"`` (the
+        encoding added to the embeddings) or ``"learned"`` (a trained table of
+        ``max_positions x d_model``, row ``t`` added to the embedding of the token at
+        position ``t``: GPT-2's ``wpe``).
     max_positions : int
         The longest sequence the model reads (prompt and generated tokens together), default
         512; a KV cache holds this many positions.
@@ -118,16 +122,19 @@ class DecoderOnlyConfig(ModelConfig):
         ``"layer"`` (default: :class:`~scratchformer.LayerNorm`) or ``"rms"``
         (:class:`~scratchformer.RMSNorm`).
     feed_forward : str
-        ``"relu"`` (default: :class:`~scratchformer.FeedForward`) or ``"swiglu"``
-        (:class:`~scratchformer.SwiGLU`, ``d_ff`` wide).
+        ``"relu"`` (default: :class:`~scratchformer.FeedForward`), ``"swiglu"``
+        (:class:`~scratchformer.SwiGLU`, ``d_ff`` wide) or ``"gelu"`` (a
+        :class:`~scratchformer.FeedForward` with ``activation="gelu"``: GELU in the tanh
+        approximation :math:`\tfrac12 x (1 + \tanh(\sqrt{2/\pi}(x + 0.044715 x^3)))`,
+        GPT-2's ``gelu_new``, not the exact :math:`x\,\Phi(x)` of the error function).
     rope_base : float
         The base of RoPE's angles, default 10000 (:func:`scratchformer.rope`).
     tie_embeddings : bool
         If True, the head is the embedding table transposed (logits ``x @ E^T``, no bias),
         one matrix for both; default False, a :class:`~scratchformer.Linear` head.
     bias : bool
-        Whether the attention projections, the ReLU network and an untied head have biases
-        (default True; SwiGLU has none).
+        Whether the attention projections, the ReLU or GELU network and an untied head have
+        biases (default True; SwiGLU has none).
     """
 
     norm: str = "pre"

@@ -2,7 +2,7 @@
 
 Token embedding, ``n_layers`` blocks whose attention lets each token see itself and the tokens
 before it, and a linear head giving the logits of the next token at every position. Positions
-are either the sinusoidal encoding added to the embeddings or RoPE
+are the sinusoidal encoding or a learned table (GPT-2's) added to the embeddings, or RoPE
 (:mod:`scratchformer.rotary`) applied to every head's queries and keys. A forward may carry a
 :class:`~scratchformer.KVCache`, for generation (:mod:`scratchformer.generation`); training runs
 the package's backward passes, as for the encoder.
@@ -107,10 +107,12 @@ class CausalSelfAttention(MultiHeadAttention):
             raise RuntimeError("a KV cache serves generation: run the model inside "
                                "inference() (no backward pass goes through a cache)")
         x = features(x, self.d_model, "x", min_ndim=2)
-        q, k, v = super()._split_inputs(x, x)  # (..., h, n, d_k); k, v: n_kv_heads heads
+        # q: (..., h, n, d_k); k, v: (..., h_kv, n, d_k), h_kv = n_kv_heads
+        q, k, v = super()._split_inputs(x, x)
         q, k = self._rotate(q, k, cache.position)
-        k, v = cache.append(layer, k, v)  # (..., n_kv_heads, position + n, d_k)
-        k, v = self._share_keys_values(k), self._share_keys_values(v)  # (..., h, ., d_k)
+        k, v = cache.append(layer, k, v)  # (..., h_kv, position + n, d_k)
+        # (..., h, position + n, d_k): each key/value head for its group
+        k, v = self._share_keys_values(k), self._share_keys_values(v)
         mask = causal_mask(q.shape[-2], k.shape[-2])  # bottom-right: after the cached prefix
         self.attention_weights = None
         return self._project_output(merge_heads(self._attend_output(q, k, v, mask)))
@@ -149,11 +151,13 @@ class DecoderOnlyBlock(Layer):
         Grouped-query attention (default ``n_heads``: none).
     normalization : {"layer", "rms"}, default "layer"
         :class:`~scratchformer.LayerNorm` or :class:`~scratchformer.RMSNorm`.
-    feed_forward : {"relu", "swiglu"}, default "relu"
-        :class:`~scratchformer.FeedForward` or :class:`~scratchformer.SwiGLU`.
+    feed_forward : {"relu", "swiglu", "gelu"}, default "relu"
+        :class:`~scratchformer.FeedForward` (ReLU), :class:`~scratchformer.SwiGLU`, or
+        :class:`~scratchformer.FeedForward` with GELU's tanh approximation
+        (``activation="gelu"``, :func:`scratchformer.layers.gelu`).
     rope_base : float, default 10000
     bias : bool, default True
-        Biases in the attention projections and the ReLU network.
+        Biases in the attention projections and the ReLU or GELU network.
     rng : numpy.random.Generator, optional
     dtype : floating dtype, default float64
 
@@ -162,7 +166,9 @@ class DecoderOnlyBlock(Layer):
     The encoder block's arithmetic with the causal mask; the sinusoidal variant computes PyTorch's
     ``nn.TransformerEncoderLayer`` with a causal mask (``norm_first`` for pre-LN). Pre-LN
     with ``normalization="rms"``, ``feed_forward="swiglu"``, grouped keys and values, RoPE and
-    no biases is Llama's decoder layer (``transformers``' ``LlamaDecoderLayer``).
+    no biases is Llama's decoder layer (``transformers``' ``LlamaDecoderLayer``); pre-LN
+    with layer norm, ``feed_forward="gelu"``, no rotation and biases is GPT-2's
+    (``GPT2Block``, :mod:`scratchformer.gpt2`).
     """
 
     def __init__(self, d_model, n_heads, d_ff, *, norm="pre", rotary=False, eps=1e-5,
@@ -181,7 +187,9 @@ class DecoderOnlyBlock(Layer):
         if feed_forward == "swiglu":
             self.ffn = SwiGLU(d_model, d_ff, rng=rng, dtype=dtype)
         else:
-            self.ffn = FeedForward(d_model, d_ff, bias=bias, rng=rng, dtype=dtype)
+            activation = "gelu" if feed_forward == "gelu" else "relu"
+            self.ffn = FeedForward(d_model, d_ff, bias=bias, activation=activation, rng=rng,
+                                   dtype=dtype)
         norm_class = RMSNorm if normalization == "rms" else LayerNorm
         self.norm1 = norm_class(d_model, eps=eps, dtype=dtype)
         self.norm2 = norm_class(d_model, eps=eps, dtype=dtype)
@@ -223,8 +231,9 @@ class DecoderModel(ConfiguredModel):
     ----------
     vocab_size, d_model, n_heads, d_ff, n_layers : int
         Keyword-only, as every dimension of :class:`~scratchformer.DecoderOnlyConfig`.
-    positions : {"rotary", "sinusoidal"}, default "rotary"
-        RoPE in every attention layer, or the sinusoidal encoding added to the embeddings.
+    positions : {"rotary", "sinusoidal", "learned"}, default "rotary"
+        RoPE in every attention layer, or the sinusoidal encoding added to the embeddings, or
+        a learned table of ``max_positions`` vectors added to them (GPT-2's ``wpe``).
     norm : {"pre", "post"}, default "pre"
         The blocks' layout; a pre-LN model normalises the last block's output.
     max_positions : int, default 512
@@ -241,6 +250,9 @@ class DecoderModel(ConfiguredModel):
     ----------
     config : DecoderOnlyConfig
     embedding : Embedding
+    position_embedding : Embedding or None
+        For ``positions="learned"`` only: ``max_positions x d_model``, row ``t`` for the
+        token at position ``t`` (its gradient summed over the batch).
     blocks : list of DecoderOnlyBlock
     final_norm : LayerNorm, RMSNorm or None
         For ``norm="pre"`` only.
@@ -254,8 +266,11 @@ class DecoderModel(ConfiguredModel):
               X_\ell &= \operatorname{Block}_\ell(X_{\ell-1}), \\
               \text{logits} &= X_L W + b \quad (\text{tied: } X_L E^\top),
 
-    with :math:`P` the sinusoidal encoding (``positions="sinusoidal"``); logits at position
-    :math:`t` depend on tokens :math:`0 .. t` only. A tied head's gradient adds to the
+    with :math:`P` the sinusoidal encoding (``positions="sinusoidal"``) or the learned table's
+    first rows (``positions="learned"``; after a cached prefix, rows ``cache.position``
+    onwards); logits at position :math:`t` depend on tokens :math:`0 .. t` only. Pre-LN,
+    layer norm, learned positions, ``feed_forward="gelu"`` and a tied head are GPT-2
+    (:func:`scratchformer.gpt2.from_gpt2`). A tied head's gradient adds to the
     embedding's: the table is read twice, once per token in, once per logit out.
     """
 
@@ -272,6 +287,10 @@ class DecoderModel(ConfiguredModel):
         dtype, rng = floating_dtype(dtype), generator(rng)
         self.config = c
         self.embedding = Embedding(c.vocab_size, c.d_model, rng=rng, dtype=dtype)
+        self.position_embedding = None
+        if c.positions == "learned":
+            self.position_embedding = Embedding(c.max_positions, c.d_model, rng=rng,
+                                                dtype=dtype)
         self.blocks = [DecoderOnlyBlock(c.d_model, c.n_heads, c.d_ff, norm=c.norm,
                                         rotary=c.positions == "rotary", eps=c.eps,
                                         n_kv_heads=c.n_kv_heads,
@@ -289,6 +308,8 @@ class DecoderModel(ConfiguredModel):
 
     def children(self):
         layers = {"embedding": self.embedding}
+        if self.position_embedding is not None:
+            layers["position_embedding"] = self.position_embedding
         layers |= {f"blocks.{i}": block for i, block in enumerate(self.blocks)}
         if self.final_norm is not None:
             layers["final_norm"] = self.final_norm
@@ -338,6 +359,8 @@ class DecoderModel(ConfiguredModel):
         if c.positions == "sinusoidal":
             pe = positional_encoding(start + n, c.d_model)[start:]  # (n, d_model)
             x += pe.astype(x.dtype, copy=False)
+        elif c.positions == "learned":  # rows start .. start + n - 1 of the table
+            x += self.position_embedding.forward(np.arange(start, start + n))
         for i, block in enumerate(self.blocks):
             x = block.forward(x, cache=cache, layer=i)
         if cache is not None:
@@ -366,6 +389,9 @@ class DecoderModel(ConfiguredModel):
         for block in reversed(self.blocks):
             d_x = block.backward(d_x)
         self.embedding.backward(d_x)
+        if self.position_embedding is not None:  # each row is read by every sequence
+            d_x = d_x.reshape(-1, *d_x.shape[-2:]).sum(axis=0)  # (n, d_model)
+            self.position_embedding.backward(d_x)
         if self.head is None:
             self.embedding.grads["table"] += d_table
 

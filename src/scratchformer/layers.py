@@ -13,6 +13,7 @@ import numpy as np
 
 from ._validation import (
     as_float_array,
+    choice,
     features,
     floating_dtype,
     generator,
@@ -24,7 +25,12 @@ from ._validation import (
 from .module import Layer
 
 __all__ = ["layer_norm", "layer_norm_backward", "LayerNorm", "rms_norm", "rms_norm_backward",
-           "RMSNorm", "FeedForward", "SwiGLU", "silu", "Linear", "Embedding"]
+           "RMSNorm", "FeedForward", "ACTIVATIONS", "SwiGLU", "silu", "gelu", "Linear",
+           "Embedding"]
+
+#: The activations of :class:`FeedForward`: ReLU (the original Transformer) or GELU in its
+#: tanh approximation (GPT-2's, :func:`gelu`).
+ACTIVATIONS = ("relu", "gelu")
 
 
 def layer_norm(x, gamma, beta, eps=1e-5):
@@ -293,7 +299,8 @@ class RMSNorm(Layer):
 
 
 class FeedForward(Layer):
-    r"""The position-wise feed-forward network :math:`\max(0, x W_1 + b_1) W_2 + b_2`.
+    r"""The position-wise feed-forward network :math:`f(x W_1 + b_1) W_2 + b_2`, with
+    :math:`f` ReLU, :math:`\max(0, \cdot)`, or GELU (:func:`gelu`).
 
     Parameters
     ----------
@@ -301,6 +308,10 @@ class FeedForward(Layer):
         Width of the tokens and of the hidden layer.
     bias : bool, default True
         Whether there are ``b_1`` and ``b_2``.
+    activation : {"relu", "gelu"}, default "relu"
+        :math:`f`: ReLU (the original Transformer's), or GELU in the tanh approximation
+        :math:`\tfrac12 a (1 + \tanh(\sqrt{2/\pi}(a + 0.044715 a^3)))` (GPT-2's
+        ``gelu_new``; not the exact :math:`a\,\Phi(a)`, see :func:`gelu`).
     rng : numpy.random.Generator, optional
         Source of the initial weights (Glorot-uniform, biases zero); default seeded with 0.
     dtype : floating dtype, default float64
@@ -310,11 +321,14 @@ class FeedForward(Layer):
     params : dict
         ``w_1`` (d_model, d_ff), ``b_1`` (d_ff,), ``w_2`` (d_ff, d_model), ``b_2`` (d_model,)
         (no biases without ``bias``).
+    activation : str
     """
 
-    def __init__(self, d_model, d_ff, *, bias=True, rng=None, dtype=np.float64):
+    def __init__(self, d_model, d_ff, *, bias=True, activation="relu", rng=None,
+                 dtype=np.float64):
         super().__init__()
         d_model, d_ff = positive_int(d_model, "d_model"), positive_int(d_ff, "d_ff")
+        self.activation = choice(activation, ACTIVATIONS, "activation")
         dtype, rng = floating_dtype(dtype), generator(rng)
         limit = math.sqrt(6.0 / (d_model + d_ff))
         self.params = {
@@ -334,8 +348,13 @@ class FeedForward(Layer):
         hidden = x @ p["w_1"]
         if "b_1" in p:
             hidden += p["b_1"]
-        np.maximum(hidden, 0.0, out=hidden)  # ReLU
-        self._save(x=x, hidden=hidden)
+        if self.activation == "gelu":
+            pre = hidden
+            hidden = _gelu(pre)
+            self._save(x=x, pre=pre, hidden=hidden)
+        else:
+            np.maximum(hidden, 0.0, out=hidden)  # ReLU
+            self._save(x=x, hidden=hidden)
         # (..., d_ff) @ (d_ff, d_model) -> (..., d_model)
         y = hidden @ p["w_2"]
         if "b_2" in p:
@@ -355,14 +374,19 @@ class FeedForward(Layer):
 
         Notes
         -----
-        With :math:`h = \max(0, xW_1 + b_1)`: :math:`dW_2 = h^\top dy`,
-        :math:`dh = dy\,W_2^\top \odot [h > 0]`, :math:`dW_1 = x^\top dh`,
+        With :math:`a = xW_1 + b_1` and :math:`h = f(a)`: :math:`dW_2 = h^\top dy`,
+        :math:`dh = dy\,W_2^\top \odot f'(a)`, :math:`dW_1 = x^\top dh`,
         :math:`dx = dh\,W_1^\top`, biases the column sums; sums run over every token.
+        For ReLU :math:`f'(a) = [a > 0]` (read from :math:`h > 0`); for GELU it is the exact
+        derivative of the tanh form (:func:`gelu`).
         """
         p, saved = self.params, self._saved_for_backward()
         x, hidden = saved["x"], saved["hidden"]
         d_hidden = d_y @ p["w_2"].T  # (..., d_model) @ (d_model, d_ff) -> (..., d_ff)
-        d_hidden *= hidden > 0  # ReLU passes the gradient where it passed the input
+        if self.activation == "gelu":
+            d_hidden *= _gelu_slope(saved["pre"])
+        else:
+            d_hidden *= hidden > 0  # ReLU passes the gradient where it passed the input
         d_w_1, d_b_1 = _affine_grads(x, d_hidden)  # (d_model, d_ff), (d_ff,)
         d_w_2, d_b_2 = _affine_grads(hidden, d_y)  # (d_ff, d_model), (d_model,)
         grads = {"w_1": d_w_1, "b_1": d_b_1, "w_2": d_w_2, "b_2": d_b_2}
@@ -386,6 +410,61 @@ def _sigmoid(x):
     e = np.exp(-np.abs(x))  # in (0, 1]
     denominator = e + 1.0
     return np.where(x >= 0, 1.0, e) / denominator
+
+
+#: :math:`\sqrt{2/\pi}` and the cubic's coefficient of GELU's tanh approximation.
+_GELU_SCALE, _GELU_CUBIC = math.sqrt(2.0 / math.pi), 0.044715
+#: Beyond this magnitude the tanh approximation's gate is exactly 0 or 1 in float64 (and
+#: float32): :math:`2u(30) \approx 1974`, and :math:`e^{-1974}` underflows to 0.
+_GELU_FLAT = 30.0
+
+
+def gelu(x):
+    r"""The Gaussian error linear unit in its tanh approximation, elementwise: GPT-2's.
+
+    .. math:: \operatorname{gelu}(x) = \tfrac12\, x \left(1 + \tanh u\right), \qquad
+              u = \sqrt{2/\pi}\,\left(x + 0.044715\, x^3\right)
+
+    (Hendrycks and Gimpel, 2016): ``gelu_new`` of ``transformers``, which GPT-2 uses, and
+    ``torch.nn.functional.gelu(x, approximate="tanh")``. It is *not* the exact GELU
+    :math:`x\,\Phi(x) = \tfrac12 x (1 + \operatorname{erf}(x/\sqrt2))` (PyTorch's default
+    ``F.gelu``, ``transformers``' ``"gelu"``), which differs from it by up to about
+    :math:`5 \times 10^{-4}` (near :math:`|x| \approx 2`): a model trained with one computes
+    a measurably different function with the other.
+
+    Computed as :math:`x\,\sigma(2u)`, since :math:`\tfrac12(1 + \tanh u) = \sigma(2u)`, with
+    the stable sigmoid of :func:`silu` (no cancellation in :math:`1 + \tanh u` for
+    :math:`x \ll 0`), and :math:`u` from :math:`x` clipped to :math:`\pm 30`, where the
+    gate is already exactly 0 or 1 (so :math:`x^3` never overflows).
+    """
+    x = as_float_array(x, "x")
+    return _gelu(x)
+
+
+def _gelu_gate(x):
+    """``sigmoid(2u)`` of :func:`gelu` and the clipped ``x`` it was computed from."""
+    clipped = np.clip(x, -_GELU_FLAT, _GELU_FLAT)
+    u = _GELU_SCALE * (clipped + _GELU_CUBIC * clipped**3)
+    return _sigmoid(2.0 * u), clipped
+
+
+def _gelu(x):
+    return x * _gelu_gate(x)[0]
+
+
+def _gelu_slope(x):
+    r"""The derivative of :func:`gelu` at ``x``: with :math:`s = \sigma(2u)`,
+
+    .. math:: \operatorname{gelu}'(x) = s + 2x\,s(1 - s)\,u'(x), \qquad
+              u'(x) = \sqrt{2/\pi}\,(1 + 3 \cdot 0.044715\, x^2),
+
+    the tanh form's :math:`\tfrac12(1 + \tanh u) + \tfrac12 x (1 - \tanh^2 u)\,u'` written
+    with :math:`1 + \tanh u = 2s` and :math:`1 - \tanh^2 u = 4s(1 - s)`. Beyond the clip,
+    :math:`s(1 - s)` is exactly 0 and the slope exactly 1 or 0.
+    """
+    s, clipped = _gelu_gate(x)
+    du = _GELU_SCALE * (1.0 + 3.0 * _GELU_CUBIC * clipped**2)
+    return s + 2.0 * clipped * s * (1.0 - s) * du
 
 
 class SwiGLU(Layer):

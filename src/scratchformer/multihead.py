@@ -199,8 +199,10 @@ class MultiHeadAttention(Layer):
         """
         cross = context is not None
         x, context, mask = self._check(x, mask, context)
-        q, k, v = self._split_inputs(x, context)  # (..., h, n, d_k); k, v: n_kv_heads heads
-        k, v = self._share_keys_values(k), self._share_keys_values(v)  # (..., h, n, d_k)
+        # q: (..., h, n, d_k); k, v: (..., h_kv, n, d_k), h_kv = n_kv_heads
+        q, k, v = self._split_inputs(x, context)
+        # (..., h, n, d_k) each: every key/value head repeated for its group
+        k, v = self._share_keys_values(k), self._share_keys_values(v)
         if not self.saves_for_backward:
             self.attention_weights = None
             heads = self._attend_output(q, k, v, mask)  # (..., h, n_q, d_k)
@@ -259,7 +261,8 @@ class MultiHeadAttention(Layer):
         # (..., h, n, d_k) each:
         d_q, d_k, d_v = attention_backward(d_heads, q, k, v, weights)
         # a shared key or value collects the gradients of every head of its group
-        d_k, d_v = self._group_sum(d_k), self._group_sum(d_v)  # (..., n_kv_heads, n, d_k)
+        # (..., h_kv, n, d_k) each, h_kv = n_kv_heads:
+        d_k, d_v = self._group_sum(d_k), self._group_sum(d_v)
         # through what a subclass did to q and k (RoPE); nothing here
         d_q, d_k = self._queries_keys_backward(d_q, d_k)
         inputs = {"q": x, "k": context, "v": context}
@@ -292,14 +295,15 @@ class MultiHeadAttention(Layer):
         return fast_attention(q, k, v, mask)  # head by head, in blocks
 
     def _split_inputs(self, x, context):
-        """Project and split into heads: (..., h, n, d_k), keys and values (..., n_kv_heads,
-        n, d_k)."""
+        """Project and split into heads: queries (..., h, n, d_k), keys and
+        values (..., n_kv_heads, n, d_k)."""
         if context is x and self.saves_for_backward:
-            # self-attention in training: one product with [W_Q W_K W_V] (the concatenation
-            # copies the weights, which a product of many tokens repays)
+            # self-attention in training: one product with [W_Q W_K W_V]
+            # (the concatenation copies the weights, which a product of many
+            # tokens repays)
             p, d = self.params, self.d_model
             d_kv = p["w_k"].shape[1]
-            # (..., n, d_model) @ (d_model, d_model + 2 d_kv) -> (..., n, d_model + 2 d_kv)
+            # (..., n, d) @ (d, d + 2 d_kv) -> (..., n, d + 2 d_kv)
             qkv = x @ np.concatenate([p["w_q"], p["w_k"], p["w_v"]], axis=1)
             if self.bias:
                 qkv += np.concatenate([p["b_q"], p["b_k"], p["b_v"]])
@@ -312,18 +316,22 @@ class MultiHeadAttention(Layer):
                 split_heads(v, self.n_kv_heads))
 
     def _share_keys_values(self, kv):
-        """(..., n_kv_heads, n, d_k) -> (..., n_heads, n, d_k): each key/value head repeated
-        for the query heads of its group (no copy without grouping)."""
+        """(..., n_kv_heads, n, d_k) -> (..., n_heads, n, d_k): each key/value
+        head repeated for the query heads of its group (no copy without
+        grouping)."""
         if self.n_kv_heads == self.n_heads:
             return kv
         return np.repeat(kv, self.group_size, axis=-3)
 
     def _group_sum(self, d_kv):
-        """Backward of :meth:`_share_keys_values`: the sum over each group's heads."""
+        """Backward of :meth:`_share_keys_values`: the sum over each group's
+        heads."""
         if self.n_kv_heads == self.n_heads:
             return d_kv
-        *batch, _, n, d_k = d_kv.shape
-        return d_kv.reshape(*batch, self.n_kv_heads, self.group_size, n, d_k).sum(axis=-3)
+        *batch, _, n, d_k = d_kv.shape  # (..., n_heads, n, d_k)
+        h_kv, group = self.n_kv_heads, self.group_size
+        grouped = d_kv.reshape(*batch, h_kv, group, n, d_k)
+        return grouped.sum(axis=-3)  # (..., n_kv_heads, n, d_k)
 
     def _queries_keys_backward(self, d_q, d_k):
         """Hook: gradients through a map that a subclass's ``_split_inputs`` applies to the

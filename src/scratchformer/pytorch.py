@@ -577,6 +577,10 @@ def _module(layer, dtype):
         module = torch.nn.LayerNorm(layer.params["gamma"].shape[0], eps=layer.eps, dtype=dtype)
         _write_norm(module, layer)
         return module
+    if isinstance(layer, (Linear, FeedForward)) and not any(k.startswith("b") for k in
+                                                            layer.params):
+        raise ValueError(f"to_torch converts {type(layer).__name__} with biases only; this "
+                         "one has none")
     if isinstance(layer, Linear):
         module = torch.nn.Linear(*layer.params["w"].shape, dtype=dtype)
         _write_linear(module, layer.params["w"], layer.params["b"])
@@ -586,6 +590,9 @@ def _module(layer, dtype):
         _set(module.weight, layer.params["table"])
         return module
     if isinstance(layer, FeedForward):
+        if layer.activation != "relu":
+            raise ValueError(f"to_torch converts the ReLU network only (Sequential(Linear, "
+                             f"ReLU, Linear)); this FeedForward uses {layer.activation!r}")
         d_model, d_ff = layer.params["w_1"].shape
         module = torch.nn.Sequential(torch.nn.Linear(d_model, d_ff, dtype=dtype),
                                      torch.nn.ReLU(),

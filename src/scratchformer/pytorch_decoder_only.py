@@ -33,10 +33,11 @@ class TorchDecoderModel(torch.nn.Module):
     Parameters
     ----------
     model : DecoderModel
-        Its weights, dtype, layout (pre-LN or post-LN), positions (rotary or sinusoidal) and
-        every option of its configuration: grouped keys and values
+        Its weights, dtype, layout (pre-LN or post-LN), positions (rotary, sinusoidal or a
+        learned table) and every option of its configuration: grouped keys and values
         (``scaled_dot_product_attention(enable_gqa=True)``), RMS norm (``F.rms_norm``),
-        SwiGLU (``F.silu``), RoPE's base, a tied head, no biases.
+        SwiGLU (``F.silu``), GELU's tanh approximation (``F.gelu(approximate="tanh")``),
+        RoPE's base, a tied head, no biases.
 
     Notes
     -----
@@ -127,7 +128,11 @@ class TorchDecoderModel(torch.nn.Module):
         if self.config.feed_forward == "swiglu":
             gate = F.silu(self._linear(x, prefix, "w_gate"))
             return self._linear(gate * self._linear(x, prefix, "w_up"), prefix, "w_down")
-        hidden = F.relu(self._linear(x, prefix, "w_1", "b_1"))
+        hidden = self._linear(x, prefix, "w_1", "b_1")
+        if self.config.feed_forward == "gelu":
+            hidden = F.gelu(hidden, approximate="tanh")
+        else:
+            hidden = F.relu(hidden)
         return self._linear(hidden, prefix, "w_2", "b_2")
 
     def new_cache(self, batch):
@@ -149,6 +154,8 @@ class TorchDecoderModel(torch.nn.Module):
                 -torch.arange(0, c.d_model, 2, dtype=torch.float64) / c.d_model)
             pe = torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(len(positions), -1)
             x = x + pe.to(x.dtype)
+        elif c.positions == "learned":  # rows start .. start + n - 1 of the table
+            x = x + self._get("position_embedding.table")[start:start + tokens.shape[-1]]
         for i in range(c.n_layers):
             if c.norm == "post":
                 y = self._norm(x + self._attention(x, i, cache, start), f"blocks.{i}.norm1")
