@@ -57,10 +57,30 @@ def test_the_figure_names_the_number_of_blocks_and_the_memory(n_layers):
     assert "Multi-head cross-attention\nMultiHeadAttention" in labels
 
 
+def test_a_decoder_only_model_is_one_stack_read_from_its_options():
+    from scratchformer import DecoderModel
+
+    llama = DecoderModel(vocab_size=5, d_model=12, n_heads=6, n_kv_heads=2, d_ff=8,
+                         n_layers=3, normalization="rms", feed_forward="swiglu",
+                         tie_embeddings=True, bias=False)
+    (boxes,) = stack_layout(llama).values()
+    names = [text for text, _, _ in boxes]
+    assert names[0] == "Token embedding" and names[-2] == "Final RMSNorm"
+    assert "RoPE attention, 6 q / 2 kv heads" in names
+    assert ("Feed-forward", "SwiGLU", "ffn") in boxes and "tied" in boxes[-1][1]
+    gpt = DecoderModel(vocab_size=5, d_model=8, n_heads=2, d_ff=8, n_layers=2,
+                       positions="sinusoidal", norm="post")
+    (boxes,) = stack_layout(gpt).values()
+    assert boxes[0][0] == "Token embedding + positions"
+    assert ("Causal attention, 2 heads", "CausalSelfAttention", "attention") in boxes
+    assert boxes[-1] == ("Linear, then softmax", "Linear", "io")
+    assert "3 ×" in texts(architecture(llama))
+
+
 def test_architecture_refuses_a_model_without_two_stacks():
     from scratchformer import EncoderModel
 
     encoder_only = EncoderModel(vocab_size=5, n_classes=5, d_model=8, n_heads=2, d_ff=8,
                                 n_layers=1, rng=np.random.default_rng(0))
-    with pytest.raises(TypeError, match="EncoderDecoderModel"):
+    with pytest.raises(TypeError, match="EncoderDecoderModel or a DecoderModel"):
         architecture(encoder_only)

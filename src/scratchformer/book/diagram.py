@@ -24,11 +24,16 @@ def stack_layout(model) -> dict[str, list[tuple[str, str, str]]]:
     """The boxes of each stack, bottom to top: ``(text, class name, kind)`` per box.
 
     ``kind`` is ``"attention"``, ``"ffn"``, ``"norm"`` or ``"io"``. Read from ``model`` (an
-    :class:`~scratchformer.EncoderDecoderModel`): its blocks' sub-layers and its norm.
+    :class:`~scratchformer.EncoderDecoderModel`, or a :class:`~scratchformer.DecoderModel`,
+    one stack): its blocks' sub-layers and its norm.
     """
+    from ..decoder_only import DecoderModel
+
+    if isinstance(model, DecoderModel):
+        return {"decoder-only": _decoder_only_layout(model)}
     for name in ("encoder_blocks", "decoder_blocks", "config"):
         if not hasattr(model, name):
-            raise TypeError(f"architecture draws an EncoderDecoderModel; "
+            raise TypeError(f"architecture draws an EncoderDecoderModel or a DecoderModel; "
                             f"{type(model).__name__} has no {name!r}")
     norm = model.config.norm
     enc, dec = model.encoder_blocks[0], model.decoder_blocks[0]
@@ -58,6 +63,33 @@ def stack_layout(model) -> dict[str, list[tuple[str, str, str]]]:
     }
 
 
+def _decoder_only_layout(model):
+    """The boxes of a decoder-only model's stack, bottom to top (see :func:`stack_layout`)."""
+    c, block = model.config, model.blocks[0]
+    norm = type(block.norm1).__name__
+    attention = block.attention
+    heads = (f"{attention.n_heads} heads" if attention.n_kv_heads == attention.n_heads
+             else f"{attention.n_heads} q / {attention.n_kv_heads} kv heads")
+    kind = "RoPE attention" if attention.rotary else "Causal attention"
+    sublayers = [(f"{kind}, {heads}", attention, "attention"),
+                 ("Feed-forward", block.ffn, "ffn")]
+    boxes = [("Token embedding" + (" + positions" if c.positions != "rotary" else ""),
+              "Embedding", "io")]
+    for text, layer, kind in sublayers:
+        if c.norm == "pre":
+            boxes.append((norm, norm, "norm"))
+        boxes.append((text, type(layer).__name__, kind))
+        boxes.append(("Add" if c.norm == "pre" else f"Add & {norm}",
+                      "residual" if c.norm == "pre" else norm, "norm"))
+    if c.norm == "pre":
+        boxes.append((f"Final {norm}", norm, "norm"))
+    if model.head is None:
+        boxes.append(("Head: embedding transposed,\nthen softmax", "tied", "io"))
+    else:
+        boxes.append(("Linear, then softmax", type(model.head).__name__, "io"))
+    return boxes
+
+
 def architecture(model, *, ax=None) -> Figure:
     """Draw ``model``'s encoder and decoder stacks side by side (see the module docstring).
 
@@ -66,13 +98,18 @@ def architecture(model, *, ax=None) -> Figure:
     addition; each stack's block is framed and marked with its number of blocks.
     """
     layout = stack_layout(model)
-    counts = {"encoder": len(model.encoder_blocks), "decoder": len(model.decoder_blocks)}
+    if "decoder-only" in layout:
+        counts = {"decoder-only": len(model.blocks)}
+        centres = {"decoder-only": 1.9}
+    else:
+        counts = {"encoder": len(model.encoder_blocks), "decoder": len(model.decoder_blocks)}
+        centres = {"encoder": 1.55, "decoder": 4.75}
     rows = max(len(boxes) for boxes in layout.values())
     if ax is None:
-        fig, ax = plt.subplots(figsize=(6.4, 0.62 * rows + 1.2), layout="constrained")
+        size = (6.4 if len(layout) == 2 else 4.2, 0.62 * rows + 1.2)
+        fig, ax = plt.subplots(figsize=size, layout="constrained")
     fig = ax.figure
     width, height, gap = 2.7, 0.46, 0.16
-    centres = {"encoder": 1.55, "decoder": 4.75}
     cross_boxes, tops = [], {}
     for stack, boxes in layout.items():
         x = centres[stack]
@@ -82,7 +119,8 @@ def architecture(model, *, ax=None) -> Figure:
                                         boxstyle="round,pad=0.02,rounding_size=0.08",
                                         facecolor=_FILL[kind], hatch=_HATCH[kind],
                                         edgecolor="#333333", linewidth=1.0))
-            label = text if cls in ("residual",) or cls in text else f"{text}\n{cls}"
+            label = (text if cls in ("residual", "tied") or cls in text
+                     else f"{text}\n{cls}")
             ax.text(x, y + height / 2, label, ha="center", va="center", fontsize=9.5,
                     color="black", bbox={"facecolor": "white", "edgecolor": "none",
                                          "alpha": 0.75, "pad": 0.6})
@@ -107,7 +145,7 @@ def architecture(model, *, ax=None) -> Figure:
         tops[stack] = 0.55 + len(boxes) * (height + gap)
         # The repeated block: everything between the embedding and the final norm / output.
         first = 1
-        last = len(boxes) - 1 - (1 if stack == "decoder" else 0) - (model.config.norm == "pre")
+        last = len(boxes) - 1 - (stack != "encoder") - (model.config.norm == "pre")
         y0 = 0.55 + first * (height + gap) - gap / 2
         y1 = 0.55 + last * (height + gap) + height + gap / 2
         ax.add_patch(FancyBboxPatch((x - width / 2 - 0.12, y0), width + 0.24, y1 - y0,
@@ -118,6 +156,12 @@ def architecture(model, *, ax=None) -> Figure:
                 fontweight="bold")
         ax.text(x, 0.2, stack, ha="center", va="center", fontsize=11, fontweight="bold")
     # The memory: the encoder's last output into each decoder block's cross-attention.
+    if "encoder" not in tops:
+        ax.set_xlim(-0.1, 4.1)
+        ax.set_ylim(0.05, max(tops.values()))
+        ax.set_aspect("equal")
+        ax.axis("off")
+        return fig
     top = tops["encoder"] - gap
     for y in cross_boxes:
         ax.add_patch(FancyArrowPatch((centres["encoder"] + width / 2, top - height / 2),
@@ -126,7 +170,7 @@ def architecture(model, *, ax=None) -> Figure:
                                      mutation_scale=11, color="#1f4e8c", linewidth=1.6))
     ax.text(centres["encoder"] + width / 2 - 0.05, top + 0.1, "memory", ha="left",
             va="bottom", fontsize=10, color="#1f4e8c", style="italic")
-    ax.set_xlim(-0.1, 6.4)
+    ax.set_xlim(-0.1, 6.4 if len(layout) == 2 else 4.1)
     ax.set_ylim(0.05, max(tops.values()))
     ax.set_aspect("equal")
     ax.axis("off")
