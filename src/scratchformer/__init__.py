@@ -47,7 +47,7 @@ from .model import EncoderModel, cross_entropy
 from .module import Layer
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
-from .positional import positional_encoding, rotation_matrix
+from .positional import frequencies, positional_encoding, rotation_matrix
 from .rotary import half_split_permutation, rope, rope_backward, rope_half_split
 from .seq2seq import (
     EncoderDecoderConfig,
@@ -93,6 +93,7 @@ __all__ = [
     "clip_grad_norm",
     "cross_entropy",
     "gelu",
+    "frequencies",
     "generate",
     "grad_norm",
     "gradient_pairs",

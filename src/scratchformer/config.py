@@ -34,7 +34,7 @@ NORMALIZATIONS = ("layer", "rms")
 
 #: A decoder-only block's feed-forward network: ReLU between two affine maps (the original
 #: Transformer), the gated SwiGLU (Llama's), or GELU between two affine maps in the tanh
-#: approximation (GPT-2's ``gelu_new``, :func:`scratchformer.layers.gelu`).
+#: approximation (GPT-2's ``gelu_new``, :func:`scratchformer.gelu`).
 FEED_FORWARDS = ("relu", "swiglu", "gelu")
 
 

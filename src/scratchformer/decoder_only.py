@@ -154,7 +154,7 @@ class DecoderOnlyBlock(Layer):
     feed_forward : {"relu", "swiglu", "gelu"}, default "relu"
         :class:`~scratchformer.FeedForward` (ReLU), :class:`~scratchformer.SwiGLU`, or
         :class:`~scratchformer.FeedForward` with GELU's tanh approximation
-        (``activation="gelu"``, :func:`scratchformer.layers.gelu`).
+        (``activation="gelu"``, :func:`scratchformer.gelu`).
     rope_base : float, default 10000
     bias : bool, default True
         Biases in the attention projections and the ReLU or GELU network.
@@ -168,7 +168,7 @@ class DecoderOnlyBlock(Layer):
     with ``normalization="rms"``, ``feed_forward="swiglu"``, grouped keys and values, RoPE and
     no biases is Llama's decoder layer (``transformers``' ``LlamaDecoderLayer``); pre-LN
     with layer norm, ``feed_forward="gelu"``, no rotation and biases is GPT-2's
-    (``GPT2Block``, :mod:`scratchformer.gpt2`).
+    (``GPT2Block``, ``scratchformer.gpt2``).
     """
 
     def __init__(self, d_model, n_heads, d_ff, *, norm="pre", rotary=False, eps=1e-5,

@@ -10,7 +10,7 @@ GPT-2 (Radford et al., 2019) is the book's decoder-only model with four choices 
   the model's ``position_embedding``), no rotation in the attention;
 - **GELU in its tanh approximation** between the two affine maps of the feed-forward
   network, :math:`\tfrac12 a (1 + \tanh(\sqrt{2/\pi}(a + 0.044715 a^3)))`, called
-  ``gelu_new`` in ``transformers`` (``feed_forward="gelu"``, :func:`scratchformer.layers.gelu`);
+  ``gelu_new`` in ``transformers`` (``feed_forward="gelu"``, :func:`scratchformer.gelu`);
   *not* the exact :math:`a\,\Phi(a)` (``activation_function="gelu"``), which is refused;
 - a **tied head**: the logits are :math:`x E^\top` with :math:`E` the token embedding
   ``wte`` (``tie_embeddings=True``), and **biases** in every projection

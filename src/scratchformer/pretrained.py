@@ -88,7 +88,7 @@ def llama_options(metadata, *, max_positions=None):
     Parameters
     ----------
     metadata : dict
-        :attr:`scratchformer.gguf.GGUFFile.metadata`.
+        The ``metadata`` of a :class:`scratchformer.gguf.GGUFFile`.
     max_positions : int, optional
         The longest sequence the model will read (its KV cache holds this many positions);
         default the file's ``llama.context_length``.
