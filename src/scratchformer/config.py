@@ -125,8 +125,8 @@ class DecoderOnlyConfig(ModelConfig):
         ``"relu"`` (default: :class:`~scratchformer.FeedForward`), ``"swiglu"``
         (:class:`~scratchformer.SwiGLU`, ``d_ff`` wide) or ``"gelu"`` (a
         :class:`~scratchformer.FeedForward` with ``activation="gelu"``: GELU in the tanh
-        approximation :math:`\tfrac12 x (1 + \tanh(\sqrt{2/\pi}(x + 0.044715 x^3)))`,
-        GPT-2's ``gelu_new``, not the exact :math:`x\,\Phi(x)` of the error function).
+        approximation of :func:`scratchformer.gelu`, GPT-2's ``gelu_new``, not the exact
+        :math:`x\,\Phi(x)` of the error function).
     rope_base : float
         The base of RoPE's angles, default 10000 (:func:`scratchformer.rope`).
     tie_embeddings : bool

@@ -169,11 +169,11 @@ def from_gpt2(source, config=None, *, dtype=np.float64):
 
     Parameters
     ----------
-    source : transformers.GPT2LMHeadModel, GPT2Model, or mapping of str to array
-        A model (its ``state_dict()`` and ``config`` are read), or a ``state_dict`` by
-        GPT-2's names, with or without the ``transformer.`` prefix; values torch tensors or
-        NumPy arrays.
-    config : transformers.GPT2Config or mapping, optional
+    source : GPT2LMHeadModel, GPT2Model or dict
+        A ``transformers`` model (its ``state_dict()`` and ``config`` are read), or a
+        ``state_dict`` (a mapping of names to arrays) by GPT-2's names, with or without the
+        ``transformer.`` prefix; values torch tensors or NumPy arrays.
+    config : GPT2Config or dict, optional
         Needed with a ``state_dict``; default ``source.config``.
     dtype : floating dtype, default float64
         The converted model's.

@@ -309,9 +309,9 @@ class FeedForward(Layer):
     bias : bool, default True
         Whether there are ``b_1`` and ``b_2``.
     activation : {"relu", "gelu"}, default "relu"
-        :math:`f`: ReLU (the original Transformer's), or GELU in the tanh approximation
-        :math:`\tfrac12 a (1 + \tanh(\sqrt{2/\pi}(a + 0.044715 a^3)))` (GPT-2's
-        ``gelu_new``; not the exact :math:`a\,\Phi(a)`, see :func:`gelu`).
+        :math:`f`: ReLU (the original Transformer's), or GELU in its tanh approximation
+        (GPT-2's ``gelu_new``; not the exact :math:`a\,\Phi(a)`), whose formula
+        :func:`gelu` gives.
     rng : numpy.random.Generator, optional
         Source of the initial weights (Glorot-uniform, biases zero); default seeded with 0.
     dtype : floating dtype, default float64
@@ -422,12 +422,14 @@ _GELU_FLAT = 30.0
 def gelu(x):
     r"""The Gaussian error linear unit in its tanh approximation, elementwise: GPT-2's.
 
-    .. math:: \operatorname{gelu}(x) = \tfrac12\, x \left(1 + \tanh u\right), \qquad
+    .. math:: \begin{gathered}
+              \operatorname{gelu}(x) = \tfrac12\, x \left(1 + \tanh u\right), \\
               u = \sqrt{2/\pi}\,\left(x + 0.044715\, x^3\right)
+              \end{gathered}
 
     (Hendrycks and Gimpel, 2016): ``gelu_new`` of ``transformers``, which GPT-2 uses, and
     ``torch.nn.functional.gelu(x, approximate="tanh")``. It is *not* the exact GELU
-    :math:`x\,\Phi(x) = \tfrac12 x (1 + \operatorname{erf}(x/\sqrt2))` (PyTorch's default
+    :math:`x\,\Phi(x)`, :math:`\tfrac12 x (1 + \operatorname{erf}(x/\sqrt2))` (PyTorch's default
     ``F.gelu``, ``transformers``' ``"gelu"``), which differs from it by up to about
     :math:`5 \times 10^{-4}` (near :math:`|x| \approx 2`): a model trained with one computes
     a measurably different function with the other.
