@@ -29,21 +29,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import transformers  # noqa: E402
 
 from scratchformer.book.timing import interleaved_times  # noqa: E402
-from scratchformer.pretrained import smollm2, to_transformers_state_dict  # noqa: E402
+from scratchformer.pretrained import (  # noqa: E402
+    smollm2,
+    to_transformers_state_dict,
+    transformers_config,
+)
 from scratchformer.pytorch_decoder_only import TorchDecoderModel  # noqa: E402
 
 TARGET = 1.5
 
 
 def llama(model):
-    c = model.config
-    config = transformers.LlamaConfig(
-        vocab_size=c.vocab_size, hidden_size=c.d_model, intermediate_size=c.d_ff,
-        num_hidden_layers=c.n_layers, num_attention_heads=c.n_heads,
-        num_key_value_heads=c.n_kv_heads, rope_theta=c.rope_base, rms_norm_eps=c.eps,
-        tie_word_embeddings=True, max_position_embeddings=c.max_positions,
-        attention_bias=False, mlp_bias=False)
-    hf = transformers.LlamaForCausalLM(config).eval()
+    hf = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(**transformers_config(model))).eval()
     hf.load_state_dict({k: torch.from_numpy(v) for k, v in
                         to_transformers_state_dict(model).items()}, strict=False)
     return hf

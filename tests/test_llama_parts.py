@@ -244,7 +244,7 @@ def test_rope_base_sets_the_frequencies():
     ({"n_kv_heads": 0}, "n_kv_heads"),
     ({"normalization": "batch"}, "normalization must be"),
     ({"feed_forward": "geglu"}, "feed_forward must be"),
-    ({"rope_base": 1.0}, "rope_base must be greater than 1"),
+    ({"rope_base": 1.0}, "rope_base must be finite and greater than 1"),
     ({"tie_embeddings": "yes"}, "tie_embeddings must be True or False"),
 ])
 def test_bad_options_are_named(kwargs, message):

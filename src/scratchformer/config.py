@@ -13,7 +13,7 @@ import dataclasses
 
 import numpy as np
 
-from ._validation import choice, non_negative_float, positive_int
+from ._validation import base_above_one, choice, non_negative_float, positive_int
 from .module import Layer
 
 __all__ = ["NORMS", "POSITIONS", "NORMALIZATIONS", "FEED_FORWARDS", "ModelConfig",
@@ -160,10 +160,7 @@ class DecoderOnlyConfig(ModelConfig):
             raise ValueError(f"n_kv_heads={self.n_kv_heads} does not divide "
                              f"n_heads={self.n_heads}: each key/value head serves a whole "
                              "group of query heads")
-        base = non_negative_float(self.rope_base, "rope_base")
-        if not base > 1:
-            raise ValueError(f"rope_base must be greater than 1, got {self.rope_base!r}")
-        object.__setattr__(self, "rope_base", base)
+        object.__setattr__(self, "rope_base", base_above_one(self.rope_base, "rope_base"))
         for name in ("tie_embeddings", "bias"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")

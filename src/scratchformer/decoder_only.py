@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validation import (
+    base_above_one,
     choice,
     features,
     floating_dtype,
@@ -71,9 +72,7 @@ class CausalSelfAttention(MultiHeadAttention):
         if self.rotary and self.d_k % 2:
             raise ValueError(f"rotary positions turn pairs of features: d_model / n_heads = "
                              f"{self.d_k} must be even")
-        self.rope_base = non_negative_float(rope_base, "rope_base")
-        if not self.rope_base > 1:
-            raise ValueError(f"rope_base must be greater than 1, got {rope_base!r}")
+        self.rope_base = base_above_one(rope_base, "rope_base")
 
     def __repr__(self):
         kv = f", n_kv_heads={self.n_kv_heads}" if self.n_kv_heads != self.n_heads else ""

@@ -63,20 +63,28 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     Derived in the chapter
     :doc:`The Transformer block </book/transformer_block>`.
     """
+    x, gamma, beta = _norm_inputs(x, eps, gamma=gamma, beta=beta)
+    y, _, _ = _layer_norm(x, gamma, beta, eps)
+    return y
+
+
+def _norm_inputs(x, eps, **params):
+    """The checked ``x`` (a feature axis, finite) and per-feature ``params`` of a norm."""
     x = as_float_array(x, "x")
-    gamma, beta = as_float_array(gamma, "gamma"), as_float_array(beta, "beta")
     if x.ndim < 1:
         raise ValueError("x must have a feature axis")
     d_model = x.shape[-1]
-    for name, p in (("gamma", gamma), ("beta", beta)):
+    checked = []
+    for name, p in params.items():
+        p = as_float_array(p, name)
         if p.shape != (d_model,):
             raise ValueError(f"{name} must have shape ({d_model},) to match "
                              f"x of shape {x.shape}, got {p.shape}")
+        checked.append(p)
     if not eps >= 0:
         raise ValueError(f"eps must be non-negative, got {eps}")
     require_finite(x, "x")
-    y, _, _ = _layer_norm(x, gamma, beta, eps)
-    return y
+    return x, *checked
 
 
 def _layer_norm(x, gamma, beta, eps):
@@ -164,16 +172,7 @@ def rms_norm(x, gamma, eps=1e-5):
     :math:`c > 0` (when :math:`\epsilon = 0`), and drops the re-centring, one reduction
     and one subtraction fewer per token. PyTorch's ``nn.RMSNorm``; Llama's ``LlamaRMSNorm``.
     """
-    x = as_float_array(x, "x")
-    gamma = as_float_array(gamma, "gamma")
-    if x.ndim < 1:
-        raise ValueError("x must have a feature axis")
-    if gamma.shape != (x.shape[-1],):
-        raise ValueError(f"gamma must have shape ({x.shape[-1]},) to match x of shape "
-                         f"{x.shape}, got {gamma.shape}")
-    if not eps >= 0:
-        raise ValueError(f"eps must be non-negative, got {eps}")
-    require_finite(x, "x")
+    x, gamma = _norm_inputs(x, eps, gamma=gamma)
     return _rms_norm(x, gamma, eps)[0]
 
 

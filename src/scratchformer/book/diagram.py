@@ -43,24 +43,27 @@ def stack_layout(model) -> dict[str, list[tuple[str, str, str]]]:
                          ("Multi-head cross-attention", dec.cross_attention, "attention"),
                          ("Feed-forward", dec.ffn, "ffn")]
 
-    def block(sublayers):
-        boxes = []
-        for text, layer, kind in sublayers:
-            if norm == "pre":
-                boxes.append(("LayerNorm", "LayerNorm", "norm"))
-            boxes.append((text, type(layer).__name__, kind))
-            boxes.append(("Add" if norm == "pre" else "Add & LayerNorm",
-                          "residual" if norm == "pre" else "LayerNorm", "norm"))
-        return boxes
-
     final = [("Final LayerNorm", "LayerNorm", "norm")] if norm == "pre" else []
     return {
         "encoder": [("Source embedding + positions", "Embedding", "io"),
-                    *block(encoder_sublayers), *final],
+                    *_block(encoder_sublayers, norm), *final],
         "decoder": [("Target embedding + positions", "Embedding", "io"),
-                    *block(decoder_sublayers), *final,
+                    *_block(decoder_sublayers, norm), *final,
                     ("Linear, then softmax", type(model.head).__name__, "io")],
     }
+
+
+def _block(sublayers, norm, norm_class="LayerNorm"):
+    """One block's boxes: each sub-layer with its norm before it (pre-LN) or after its
+    residual addition (post-LN)."""
+    boxes = []
+    for text, layer, kind in sublayers:
+        if norm == "pre":
+            boxes.append((norm_class, norm_class, "norm"))
+        boxes.append((text, type(layer).__name__, kind))
+        boxes.append(("Add" if norm == "pre" else f"Add & {norm_class}",
+                      "residual" if norm == "pre" else norm_class, "norm"))
+    return boxes
 
 
 def _decoder_only_layout(model):
@@ -74,13 +77,7 @@ def _decoder_only_layout(model):
     sublayers = [(f"{kind}, {heads}", attention, "attention"),
                  ("Feed-forward", block.ffn, "ffn")]
     boxes = [("Token embedding" + (" + positions" if c.positions != "rotary" else ""),
-              "Embedding", "io")]
-    for text, layer, kind in sublayers:
-        if c.norm == "pre":
-            boxes.append((norm, norm, "norm"))
-        boxes.append((text, type(layer).__name__, kind))
-        boxes.append(("Add" if c.norm == "pre" else f"Add & {norm}",
-                      "residual" if c.norm == "pre" else norm, "norm"))
+              "Embedding", "io"), *_block(sublayers, c.norm, norm)]
     if c.norm == "pre":
         boxes.append((f"Final {norm}", norm, "norm"))
     if model.head is None:
