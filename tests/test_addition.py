@@ -6,8 +6,10 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import scratchformer as sf
+from conftest import training_environment
 
 
 def test_a_problem_is_written_as_in_mingpt():
@@ -61,9 +63,11 @@ def test_the_loss_counts_the_answer_digits_only():
     assert np.all(spy.d_logits[:, 3:].any(axis=-1))
 
 
+@pytest.mark.slow
 def test_the_command_line_trains_the_adder_to_99_percent_on_held_out_problems():
     completed = subprocess.run([sys.executable, "-m", "scratchformer.train", "--task", "add",
-                                "--quiet"], capture_output=True, text=True, timeout=1200)
+                                "--quiet"], capture_output=True, text=True, timeout=1200,
+                               env=training_environment())
     assert completed.returncode == 0, completed.stderr
     last = completed.stdout.strip().split("\n")[-1]
     accuracy, seconds = last.split()

@@ -7,10 +7,11 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from conftest import examples
 from scratchformer import causal_mask, scaled_dot_product_attention
 
 # Tolerances of the comparisons with PyTorch: a few units in the last place of each format,
@@ -83,7 +84,7 @@ def test_a_small_case_by_hand():
     np.testing.assert_allclose(out, [[a * 1 + (1 - a) * 3, a * 2 + (1 - a) * 4]], rtol=1e-15)
 
 
-@settings(max_examples=60)
+@examples(60)
 @given(st.data())
 def test_matches_a_loop_reference(data):
     q, k, v, _ = data.draw(attention_inputs(max_batch_dims=0))

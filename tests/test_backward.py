@@ -11,10 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import scratchformer as sf
+from conftest import examples
 from scratchformer.attention import attention_backward, attention_kernel
 from scratchformer.pytorch import torch_gradients
 
@@ -86,7 +87,7 @@ shapes = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=20)
+@examples(20)
 @given(shapes)
 def test_softmax_backward_is_the_jacobian_transposed_times_g(s):
     rng = np.random.default_rng(s["seed"])
@@ -99,7 +100,7 @@ def test_softmax_backward_is_the_jacobian_transposed_times_g(s):
     assert sf.relative_error(sf.softmax_backward(a, g), numeric) < FD_TOLERANCE
 
 
-@settings(max_examples=25)
+@examples(25)
 @given(shapes, st.sampled_from(["none", "causal", "bool", "float"]))
 def test_attention_backward_against_finite_differences(s, mask_kind):
     rng = np.random.default_rng(s["seed"])
@@ -160,7 +161,7 @@ def _layers(s, rng):
                ("attention.b_k",))
 
 
-@settings(max_examples=12)
+@examples(12)
 @given(shapes)
 def test_every_layer_against_finite_differences(s):
     rng = np.random.default_rng(s["seed"])
@@ -172,7 +173,7 @@ def test_every_layer_against_finite_differences(s):
         assert_gradients_match(sf.gradient_pairs(layer, x, rng), zero)
 
 
-@settings(max_examples=6)
+@examples(6)
 @given(shapes, st.sampled_from(["post", "pre"]))
 def test_the_model_against_finite_differences(s, norm):
     rng = np.random.default_rng(s["seed"])
@@ -361,7 +362,7 @@ cross_shapes = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=25)
+@examples(25)
 @given(cross_shapes)
 def test_cross_attention_against_finite_differences(s):
     """backward gives (dx, d_context): queries from x, keys and values from the context."""

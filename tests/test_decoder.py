@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import scratchformer as sf
+from conftest import examples
 from scratchformer.pytorch import from_torch, torch_gradients
 from test_backward import assert_gradients_match, assert_tiny_gradients_match
 
@@ -45,7 +46,7 @@ def _masks(kind, batch, n_t, n_s, rng):
     return causal & target_keep[:, None, None, :], source_keep[:, None, None, :]
 
 
-@settings(max_examples=15)
+@examples(15)
 @given(decoder_shapes)
 def test_decoder_block_against_finite_differences(s):
     rng = np.random.default_rng(s["seed"])

@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import scratchformer as sf
+from conftest import examples
 from scratchformer.pytorch import torch_gradients
 from test_backward import (
     assert_gradients_match,
@@ -33,7 +34,7 @@ shapes = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=10)
+@examples(10)
 @given(shapes)
 def test_causal_attention_and_block_against_finite_differences(s):
     rng = np.random.default_rng(s["seed"])
@@ -54,7 +55,7 @@ def test_causal_attention_and_block_against_finite_differences(s):
         assert_gradients_match(pairs, zero)
 
 
-@settings(max_examples=5)
+@examples(5)
 @given(shapes, st.sampled_from(["rotary", "sinusoidal"]))
 def test_the_model_against_finite_differences(s, positions):
     rng = np.random.default_rng(s["seed"])

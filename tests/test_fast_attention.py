@@ -6,10 +6,11 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from conftest import examples
 from scratchformer import fast_attention as fa
 from scratchformer._threads import blas_thread_count, blas_threads, cores, parallel_map
 from scratchformer.attention import attention_kernel, causal_mask
@@ -42,7 +43,7 @@ def tolerance(dtype, q, k):
     return 1e-12 * max(1.0, scores) if dtype == np.float64 else 2e-5 * max(1.0, scores / 10)
 
 
-@settings(max_examples=300)
+@examples(300)
 @given(problems(), st.integers(1, 12))
 def test_same_output_and_weights_as_the_reference(problem, key_block):
     # key_block < n_k: the keys are taken in blocks (on the path without the row maximum)
@@ -96,7 +97,7 @@ def test_overflow_is_reported_like_the_reference():
         fast_attention_output(big, -big, big)
 
 
-@settings(max_examples=100)
+@examples(100)
 @given(problems())
 def test_heads_shared_among_threads_give_the_same_result(problem):
     # Every problem with two or more (sequence, head) pairs takes the threaded path here.

@@ -256,6 +256,7 @@ def test_the_addresses_task_rejects_an_unknown_tokenizer():
         addresses_task("word")
 
 
+@pytest.mark.slow
 def test_the_command_ends_with_bits_per_char_and_seconds(capsys):
     assert main(["--task", "text", "--seconds", "1", "--quiet"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]

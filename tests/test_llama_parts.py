@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import scratchformer as sf
+from conftest import examples
 from scratchformer.pytorch_decoder_only import TorchDecoderModel
 from test_backward import assert_gradients_match, assert_tiny_gradients_match
 from test_rotary import meta_rope_torch
@@ -31,7 +32,7 @@ def _t(a):
     return torch.from_numpy(np.asarray(a, dtype=np.float64).copy())
 
 
-@settings(max_examples=10)
+@examples(10)
 @given(groups, st.booleans())
 def test_norm_ffn_and_grouped_attention_against_finite_differences(s, rotary):
     rng = np.random.default_rng(s["seed"])
@@ -56,7 +57,7 @@ def test_norm_ffn_and_grouped_attention_against_finite_differences(s, rotary):
         assert_gradients_match(pairs, zero)
 
 
-@settings(max_examples=5)
+@examples(5)
 @given(groups)
 def test_a_llama_style_model_against_finite_differences(s):
     """RMS norm, SwiGLU, grouped keys and values, RoPE base 1e5, the head tied to the

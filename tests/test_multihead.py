@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from conftest import examples
 from scratchformer import (
     MultiHeadAttention,
     causal_mask,
@@ -110,7 +111,7 @@ def test_cross_attention_uses_context_for_keys_and_values():
     np.testing.assert_allclose(weights, ref_weights, rtol=0, atol=1e-14)
 
 
-@settings(max_examples=30)
+@examples(30)
 @given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 6), st.data())
 def test_padding_mask_and_permutation_equivariance(h, d_k, n, data):
     layer = random_layer(h * d_k, h, seed=data.draw(st.integers(0, 100)))

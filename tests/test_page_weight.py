@@ -14,7 +14,7 @@ from pathlib import Path
 import pydata_sphinx_theme
 import pytest
 
-from test_site import PAGES, visit
+from pages import PAGES, visit
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "_build" / "html"

@@ -70,6 +70,7 @@ def test_the_architecture_is_read_from_the_file(model, path):
     assert model.head is None and model.dtype == np.float32
 
 
+@pytest.mark.slow
 def test_logits_equal_transformers_llama_with_the_same_weights(model):
     """Issue: max |Δlogit| / max |logit| <= 1e-5 in float32, on the real weights."""
     tokens = np.random.default_rng(0).integers(0, model.config.vocab_size, (2, 48))
@@ -80,6 +81,7 @@ def test_logits_equal_transformers_llama_with_the_same_weights(model):
     assert relative(ours, reference) <= 1e-5
 
 
+@pytest.mark.slow
 def test_cached_generation_equals_uncached_and_transformers(model):
     prompt = np.random.default_rng(1).integers(0, model.config.vocab_size, (1, 12))
     cached, cached_logits = model.generate(prompt, 8, return_logits=True)

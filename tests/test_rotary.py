@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import scratchformer as sf
+from conftest import examples
 
 
 def meta_rope(x, positions, base=10000.0):
@@ -59,7 +60,7 @@ def draw(s):
     return rng, x, s["start"] + np.arange(s["n"])
 
 
-@settings(max_examples=40)
+@examples(40)
 @given(shapes)
 def test_rope_is_metas_complex_multiplication(s):
     _, x, positions = draw(s)
@@ -75,7 +76,7 @@ def test_rope_against_metas_torch_code():
     np.testing.assert_allclose(sf.rope(x, positions), expected, rtol=0, atol=1e-12)
 
 
-@settings(max_examples=30)
+@examples(30)
 @given(shapes)
 def test_half_split_is_interleaved_up_to_a_fixed_permutation(s):
     _, x, positions = draw(s)
@@ -109,7 +110,7 @@ def test_rotation_matrix_of_the_positional_chapter_turns_the_other_way():
 far = st.integers(1000, 10**6)
 
 
-@settings(max_examples=50)
+@examples(50)
 @given(far, far, st.integers(-10**5, 10**5), st.integers(0, 2**16))
 def test_scores_depend_on_the_offset_only(m, n, shift, seed):
     rng = np.random.default_rng(seed)
@@ -130,7 +131,7 @@ def test_the_rotation_changes_scores_between_positions():
     assert np.ptp(scores) > 1e-2  # a property test above that could not fail would be no test
 
 
-@settings(max_examples=25)
+@examples(25)
 @given(shapes)
 def test_rope_backward_against_finite_differences(s):
     rng, x, positions = draw(s)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from pages import visit
 from test_rendered_text import TEX
-from test_site import visit
 
 pytestmark = pytest.mark.browser
 

@@ -30,7 +30,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from seed_sweep import SEEDED_CHAPTERS, execute  # noqa: E402
 
-pytestmark = pytest.mark.seeds
+# One worker of pytest-xdist runs them all (``make test`` passes --dist loadgroup): the fixture
+# below executes every selected pair in a pool of its own, once.
+pytestmark = [pytest.mark.seeds, pytest.mark.xdist_group("seeds")]
 SEEDS = range(5)
 WORKERS = 2  # the machine's cores; each kernel's BLAS has one thread
 TEST_NAME = "test_the_chapter_s_claims_hold_for_the_seed"

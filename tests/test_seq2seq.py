@@ -22,10 +22,11 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import scratchformer as sf
+from conftest import examples
 from scratchformer.pytorch import TorchEncoderDecoderModel, from_torch, torch_gradients
 from test_backward import assert_gradients_match, assert_tiny_gradients_match
 
@@ -113,7 +114,7 @@ def _kink_free(model):
     return min(gaps)
 
 
-@settings(max_examples=6)
+@examples(6)
 @given(model_shapes)
 def test_the_model_against_finite_differences(s):
     rng = np.random.default_rng(s["seed"])

@@ -1,87 +1,42 @@
-"""The built book, looked at in a real browser with no network.
+"""The built book, looked at in a real browser with no network: one sweep, and the controls a
+reader taps.
 
-Every HTML page of ``_build/html`` is opened in headless Chromium in light and dark mode, at
-desktop width and at a 375 px phone width: nothing may be requested from another host, no
-request may fail, no console error may be logged, no script may throw, every image must load
-and describe itself, math must be typeset, the page body must not scroll sideways on a phone,
-and figures must stay readable in dark mode. The sidebar toggles a reader taps must open the
-chapter list and the page's contents on a phone, and hide and show the chapter list on a
-desktop. These tests read ``_build/html``, which ``make test`` builds first; under CI they fail
-(rather than skip) when Chromium is missing.
+The sweep (``test_page``) opens every HTML page of ``_build/html`` in headless Chromium once for
+each colour scheme (light, dark) and width (1280 px, a 375 px phone) and runs every page check
+of ``pages.py`` on that visit: nothing may be requested from another host, no request may fail,
+no console error may be logged, no script may throw, every image must load and describe itself,
+math must be typeset, the page body must not scroll sideways on a phone; every figure is shown
+near its drawn size (``test_figures``), every formula is seen whole (``test_equations``), at
+desktop width axe-core finds no serious violation (``test_accessibility``), and in the light
+desktop visit the page, printed, cuts no formula. Figures must stay readable in dark mode. The
+sidebar toggles a reader taps must open the chapter list and the page's contents on a phone,
+and hide and show the chapter list on a desktop. These tests read ``_build/html``, which
+``make test`` builds first; under CI they fail (rather than skip) when Chromium is missing.
 """
 
 from __future__ import annotations
 
 import io
-from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 import pytest
-import yaml
+
+from pages import (
+    PAGES,
+    WIDTHS,
+    accessibility_faults,
+    figure_faults,
+    formula_faults,
+    load_faults,
+    measure_formulas,
+    print_faults,
+    printed,
+    toc_pages,
+    visit,
+    wait_for_mathjax,
+)
 
 pytestmark = pytest.mark.browser
-
-ROOT = Path(__file__).resolve().parent.parent
-SITE = ROOT / "_build" / "html"
-VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 375, "height": 800}}
-
-
-def toc_pages():
-    """Every page of the book, read from _toc.yml, as paths of the built site."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-    for part in toc.get("parts", []):
-        files += [chapter["file"] for chapter in part["chapters"]]
-    return [f"{file}.html" for file in files]
-
-
-def site_pages():
-    """Every HTML page of the built site (the TOC's pages when the site is not built yet)."""
-    if not SITE.exists():
-        return toc_pages()
-    return sorted(str(p.relative_to(SITE)) for p in SITE.rglob("*.html")
-                  if not p.relative_to(SITE).parts[0].startswith("_"))
-
-
-PAGES = site_pages()
-
-
-def visit(browser, site_url, path, viewport="desktop", scheme="light", touch=False):
-    """Open ``path``; return the page and what went wrong while loading it.
-
-    ``viewport`` is a name of VIEWPORTS or a size; ``touch`` gives the page a touch screen.
-    ``problems["pageerror"]`` collects the page's uncaught exceptions (a script that fails to
-    parse, or throws), which Chromium does not report as console errors.
-    """
-    size = VIEWPORTS[viewport] if isinstance(viewport, str) else viewport
-    context = browser.new_context(viewport=size, color_scheme=scheme, has_touch=touch)
-    page = context.new_page()
-    problems = {"console": [], "failed": [], "foreign": [], "pageerror": []}
-    host = urlparse(site_url).netloc
-
-    def on_request(request):
-        url = urlparse(request.url)
-        if url.scheme in ("http", "https", "ws", "wss") and url.netloc != host:
-            problems["foreign"].append(request.url)
-
-    page.on("request", on_request)
-    page.on("requestfailed", lambda request: problems["failed"].append(request.url))
-    page.on("console", lambda msg: msg.type == "error" and problems["console"].append(msg.text))
-    page.on("pageerror", lambda error: problems["pageerror"].append(str(error)))
-    page.route(lambda url: urlparse(url).netloc != host, lambda route: route.abort())
-    page.goto(f"{site_url}/{path}", wait_until="networkidle")
-    return page, problems
-
-
-def wait_for_mathjax(page):
-    """Wait until MathJax has typeset the page (if the page loads MathJax at all)."""
-    if not page.evaluate("() => !!window.MathJax"):
-        return
-    page.wait_for_function(
-        "() => window.MathJax.startup && window.MathJax.startup.promise"
-        " && (window.MathJax.startup.promise.then(() => { window.__typeset = true; }),"
-        " window.__typeset)", timeout=20_000)
 
 
 def test_the_sweep_covers_every_chapter():
@@ -92,29 +47,24 @@ def test_the_sweep_covers_every_chapter():
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("viewport", ["desktop", "phone"])
 @pytest.mark.parametrize("path", PAGES)
-def test_page(browser, site_url, path, viewport, scheme):
+def test_page(browser, site_url, axe_source, path, viewport, scheme):
+    """Every check of the page at this width and scheme, on one visit; every fault reported."""
     page, problems = visit(browser, site_url, path, viewport, scheme)
     try:
         wait_for_mathjax(page)
-        images = page.evaluate("""() => [...document.querySelectorAll('article img')].map(
-            img => ({src: img.src, alt: img.alt, done: img.complete, w: img.naturalWidth}))""")
-        text = page.locator("article").inner_text() if page.locator("article").count() else ""
-        overflow = page.evaluate(
-            "() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
-        theme = page.evaluate("() => document.documentElement.dataset.theme")
+        faults = load_faults(page, problems, scheme)
+        loaded = len(problems["pageerror"])
+        faults += figure_faults(page, WIDTHS[viewport])
+        if viewport == "desktop":
+            faults += accessibility_faults(page, axe_source)
+        faults += formula_faults(measure_formulas(page), viewport)  # opens every fold
+        if viewport == "desktop" and scheme == "light":
+            faults += print_faults(measure_formulas(printed(page)))
+        if problems["pageerror"][loaded:]:  # thrown while the checks opened folds or printed
+            faults.append(f"uncaught script errors after loading: {problems['pageerror'][loaded:]}")
     finally:
         page.context.close()
-    assert problems["foreign"] == [], "requests to other hosts"
-    assert problems["failed"] == [], "failed requests"
-    assert problems["console"] == [], "console errors"
-    assert problems["pageerror"] == [], "uncaught script errors"
-    assert theme == scheme, f"the page did not follow the reader's {scheme} preference"
-    for image in images:
-        assert image["done"] and image["w"] > 0, f"image not loaded: {image['src']}"
-        assert len(image["alt"]) > 30, f"image without a description: {image['src']}"
-    for raw in ("$$", "\\(", "\\[", "\\frac{", "\\operatorname"):
-        assert raw not in text, f"raw TeX {raw!r} left in the rendered text"
-    assert overflow <= 0, f"the page body scrolls sideways by {overflow}px"
+    assert faults == [], f"{path} at {viewport} width, {scheme}:\n" + "\n".join(faults)
 
 
 def test_chapter_math_and_figures(browser, site_url):
@@ -262,4 +212,31 @@ def test_a_tap_on_the_toggle_opens_the_contents_of_the_page(browser, site_url, w
         expect(section).to_be_visible()
     finally:
         page.context.close()
+    assert problems["pageerror"] == [] and problems["console"] == []
+
+
+@pytest.mark.parametrize("viewport", ["desktop", "phone"])
+def test_the_exercise_named_in_a_solution_s_bar_opens_the_solution(browser, site_url, viewport):
+    """The largest part of a solution's bar is the link to its exercise: a click (a tap on a
+    phone) there opens the solution where it is, and closes it again, with no script error."""
+    page, problems = visit(browser, site_url, "book/scaling.html", viewport,
+                           touch=viewport == "phone")
+    try:
+        solution = page.locator(".solution.dropdown").first
+        link = solution.locator(".admonition-title a")
+        content = solution.locator("section").first
+        expect(content).to_be_hidden()
+        link.scroll_into_view_if_needed()
+        before = page.evaluate("() => [location.hash, Math.round(window.scrollY)]")
+        press = link.tap if viewport == "phone" else link.click
+        press(timeout=TAP_TIMEOUT)
+        expect(content).to_be_visible(timeout=TAP_TIMEOUT)
+        after = page.evaluate("() => [location.hash, Math.round(window.scrollY)]")
+        press(timeout=TAP_TIMEOUT)
+        expect(content).to_be_hidden(timeout=TAP_TIMEOUT)
+        solution.locator(".toggle-button").click(timeout=TAP_TIMEOUT)  # the button still works
+        expect(content).to_be_visible(timeout=TAP_TIMEOUT)
+    finally:
+        page.context.close()
+    assert after == before, "the click followed the link instead of opening the solution"
     assert problems["pageerror"] == [] and problems["console"] == []

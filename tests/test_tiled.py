@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from conftest import examples
 from scratchformer import causal_mask, scaled_dot_product_attention
 from scratchformer.tiled import tiled_attention
 
@@ -30,7 +31,7 @@ def problems(draw):
     return q, k, v, mask, draw(st.integers(1, 13)), draw(st.integers(1, 13))
 
 
-@settings(max_examples=150)
+@examples(150)
 @given(problems())
 def test_equals_untiled_attention(problem):
     q, k, v, mask, block_q, block_k = problem

@@ -11,9 +11,10 @@ import unicodedata
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
+from conftest import examples
 from scratchformer import tokenizer as tk
 from scratchformer.tokenizer import BPE, ENDOFTEXT
 
@@ -168,7 +169,7 @@ def test_fast_and_naive_agree_on_a_fixed_text():
         assert BPE.train(TRAINING_TEXT, size).merges == tk.train_naive(TRAINING_TEXT, size).merges
 
 
-@settings(max_examples=150)
+@examples(150)
 @given(st.text("ab c'\n1é🙂", max_size=80), st.integers(257, 320))
 @example("aaaa aaaa aa", 270)
 @example("ab ab ba ba", 270)
@@ -178,7 +179,7 @@ def test_fast_and_naive_agree_on_small_texts(text, vocab_size):
     assert fast.vocab == naive.vocab
 
 
-@settings(max_examples=60)
+@examples(60)
 @given(st.lists(st.text(st.characters(codec="utf-8"), max_size=20) | st.just(ENDOFTEXT),
                 max_size=8).map("".join),
        st.integers(257, 300))
@@ -215,7 +216,7 @@ emoji = st.lists(st.sampled_from(["🙂", "👍🏽", "👨\u200d👩\u200d👧"
                  max_size=20).map("".join)
 
 
-@settings(max_examples=300)
+@examples(300)
 @given(unicode_text | whitespace_runs | emoji)
 @example("")
 @example(TRAINING_TEXT)
@@ -228,7 +229,7 @@ def test_decode_encode_round_trip(trained, text):
         assert trained.decode_bytes(ids) == text.encode("utf-8")
 
 
-@settings(max_examples=100)
+@examples(100)
 @given(unicode_text)
 def test_token_boundaries_include_every_chunk_boundary(trained, text):
     ids = trained.encode(text, allowed_special="none")
@@ -261,7 +262,7 @@ def in_training_order(bpe, chunk):
     return ids
 
 
-@settings(max_examples=100)
+@examples(100)
 @given(unicode_text)
 @example(TRAINING_TEXT)
 def test_encoding_by_rank_is_merging_in_training_order(trained, text):

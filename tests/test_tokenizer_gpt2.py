@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from conftest import _unavailable
+from conftest import _unavailable, examples
 from scratchformer import tokenizer as tk
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,7 +154,7 @@ texts = (st.text(assigned, max_size=60)
                     max_size=15).map("".join))
 
 
-@settings(max_examples=300)
+@examples(300)
 @given(texts)
 @example("   leading and trailing   ")
 @example("'''ll 've'" * 3)
@@ -165,7 +165,7 @@ def test_random_text(gpt2, reference, text):
         assert gpt2.decode(ids) == hf_decode(reference, ids) == text
 
 
-@settings(max_examples=200)
+@examples(200)
 @given(st.lists(st.integers(0, 50256), max_size=12) | st.lists(st.integers(150, 260),
                                                               max_size=12))
 def test_decoding_any_ids(gpt2, reference, ids):
@@ -173,6 +173,7 @@ def test_decoding_any_ids(gpt2, reference, ids):
     assert gpt2.decode(ids) == hf_decode(reference, ids)
 
 
+@pytest.mark.slow
 def test_every_assigned_character_is_classed_as_hugging_face_does(reference):
     # Each assigned character after a letter, a digit and a space, and before a symbol: GPT-2's
     # pre-tokenizer (Hugging Face's ByteLevel, which spells bytes as bytes_to_unicode does)

@@ -26,10 +26,10 @@ import unicodedata
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from conftest import _unavailable, smollm2_file
+from conftest import _unavailable, examples, smollm2_file
 from scratchformer import tokenizer as tk
 from scratchformer.tokenizer import BPE
 
@@ -232,6 +232,7 @@ def spelled_chunks(text):
             for chunk in tk.pretokenize(text, "smollm")]
 
 
+@pytest.mark.slow
 def test_every_assigned_character_is_classed_as_hugging_face_does(reference):
     # Each assigned character after a letter, a symbol and a space, and before a symbol, a tab
     # and a digit: Digits then ByteLevel must cut this text exactly where pretokenize does.
@@ -280,7 +281,7 @@ texts = (st.text(assigned, max_size=60)
                     max_size=15).map("".join))
 
 
-@settings(max_examples=300)
+@examples(300)
 @given(texts)
 @example("   leading and trailing 123   ")
 @example("!\x04!a\x13\x14b\x16 \x06c\x1d")
@@ -293,7 +294,7 @@ def test_random_text(smollm2, reference, text):
         assert smollm2.decode(ids) == hf_decode(reference, ids)
 
 
-@settings(max_examples=200)
+@examples(200)
 @given(st.lists(st.integers(0, 49151), max_size=12) | st.lists(st.integers(17, 260),
                                                               max_size=12))
 def test_decoding_any_ids(smollm2, reference, ids):
@@ -308,7 +309,7 @@ representable = (st.characters(codec="utf-8", max_codepoint=0x3FFFF,
                  | st.characters(codec="utf-8", min_codepoint=0xC0000))
 
 
-@settings(max_examples=300)
+@examples(300)
 @given(st.text(representable) | st.lists(st.sampled_from(CONTROL + ["1", " 2", "  ", "x"]),
                                          max_size=10).map("".join))
 @example("")
@@ -513,6 +514,7 @@ def transformers_gguf():
     return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
 
 
+@pytest.mark.slow
 def test_transformers_gguf_tokenizer_agrees_on_the_addresses(smollm2, transformers_gguf):
     text = held_out_text()
     assert transformers_gguf.encode(text, add_special_tokens=False) == smollm2.encode(

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import scratchformer as sf
+from conftest import training_environment
 from scratchformer import train as tr
 
 SMALL = tr.TrainConfig(max_steps=120, eval_every=40, n_valid=100, n_test=100,
@@ -40,6 +41,7 @@ def test_training_batches_never_contain_held_out_sequences():
     np.testing.assert_array_equal(targets, tokens[:, ::-1])
 
 
+@pytest.mark.slow
 def test_training_is_deterministic_and_learns():
     first = tr.train(tr.book_model(REVERSE), REVERSE, SMALL)
     second = tr.train(tr.book_model(REVERSE), REVERSE, SMALL)
@@ -96,11 +98,13 @@ def test_bad_configs_are_refused():
         tr.TrainConfig(batch_size=6.4)
 
 
+@pytest.mark.slow
 def test_command_line_trains_the_book_model_to_99_percent():
     """The default run: deterministic, so its accuracy is a fact to test (its time, which
     the issue bounds by 60 s on 2 cores, is reported by the run and the training chapter)."""
     completed = subprocess.run([sys.executable, "-m", "scratchformer.train", "--quiet"],
-                               capture_output=True, text=True, check=True, timeout=600)
+                               capture_output=True, text=True, check=True, timeout=600,
+                               env=training_environment())
     last = completed.stdout.strip().splitlines()[-1]
     fields = dict(item.split("=") for item in last.split())
     assert fields.keys() == {"accuracy", "seconds"}

@@ -7,7 +7,6 @@ the splitter; the splitter is checked against ``num2words`` for every number.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 import scratchformer as sf
+from conftest import training_environment
 from scratchformer import train as tr
 from scratchformer import translation as tl
 
@@ -105,6 +105,7 @@ def test_exact_match_scores_whole_translations():
     assert scores["token_accuracy"] == pytest.approx(1 - 1 / real.sum())
 
 
+@pytest.mark.slow
 def test_a_short_run_learns_to_translate_held_out_numbers():
     config = tr.TrainConfig(max_steps=150, warmup_steps=30, eval_every=150, n_valid=50,
                             n_test=100, target_accuracy=None)
@@ -116,11 +117,12 @@ def test_a_short_run_learns_to_translate_held_out_numbers():
     assert result.test["accuracy"] > 0.5
 
 
+@pytest.mark.slow
 def test_the_command_line_translates_held_out_numbers():
     """The deterministic default run: its last line, and the exact match it reaches."""
     completed = subprocess.run([sys.executable, "-m", "scratchformer.train", "--task",
                                 "translate", "--quiet"], capture_output=True, text=True,
-                               timeout=1200, env=os.environ | {"OPENBLAS_NUM_THREADS": "1"})
+                               timeout=1200, env=training_environment())
     assert completed.returncode == 0, completed.stderr
     last = completed.stdout.strip().split("\n")[-1]
     accuracy, seconds = last.split()

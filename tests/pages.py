@@ -1,0 +1,276 @@
+"""What the browser tests share: the pages of the built site, a visit to one of them in headless
+Chromium, and the checks the sweep (``test_site.test_page``) runs on each visit.
+
+Each check takes an open page and returns its faults as sentences (an empty list when there are
+none), so one visit runs them all and a failure lists every fault of the page at once. The
+tests of ``test_accessibility``, ``test_equations`` and ``test_figures`` show that each check
+can fail, and say what it holds the book to.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlparse
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = ROOT / "_build" / "html"
+AXE = ROOT / "tools" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
+VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 375, "height": 800}}
+
+
+def toc_pages():
+    """Every page of the book, read from _toc.yml, as paths of the built site."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files += [chapter["file"] for chapter in part["chapters"]]
+    return [f"{file}.html" for file in files]
+
+
+def site_pages():
+    """Every HTML page of the built site (the TOC's pages when the site is not built yet)."""
+    if not SITE.exists():
+        return toc_pages()
+    return sorted(str(p.relative_to(SITE)) for p in SITE.rglob("*.html")
+                  if not p.relative_to(SITE).parts[0].startswith("_"))
+
+
+PAGES = site_pages()
+
+
+def visit(browser, site_url, path, viewport="desktop", scheme="light", touch=False):
+    """Open ``path``; return the page and what went wrong while loading it.
+
+    ``viewport`` is a name of VIEWPORTS or a size; ``touch`` gives the page a touch screen.
+    ``problems["pageerror"]`` collects the page's uncaught exceptions (a script that fails to
+    parse, or throws), which Chromium does not report as console errors.
+    """
+    size = VIEWPORTS[viewport] if isinstance(viewport, str) else viewport
+    context = browser.new_context(viewport=size, color_scheme=scheme, has_touch=touch)
+    page = context.new_page()
+    problems = {"console": [], "failed": [], "foreign": [], "pageerror": []}
+    host = urlparse(site_url).netloc
+
+    def on_request(request):
+        url = urlparse(request.url)
+        if url.scheme in ("http", "https", "ws", "wss") and url.netloc != host:
+            problems["foreign"].append(request.url)
+
+    page.on("request", on_request)
+    page.on("requestfailed", lambda request: problems["failed"].append(request.url))
+    page.on("console", lambda msg: msg.type == "error" and problems["console"].append(msg.text))
+    page.on("pageerror", lambda error: problems["pageerror"].append(str(error)))
+    page.route(lambda url: urlparse(url).netloc != host, lambda route: route.abort())
+    page.goto(f"{site_url}/{path}", wait_until="networkidle")
+    return page, problems
+
+
+def wait_for_mathjax(page):
+    """Wait until MathJax has typeset the page (if the page loads MathJax at all)."""
+    if not page.evaluate("() => !!window.MathJax"):
+        return
+    page.wait_for_function(
+        "() => window.MathJax.startup && window.MathJax.startup.promise"
+        " && (window.MathJax.startup.promise.then(() => { window.__typeset = true; }),"
+        " window.__typeset)", timeout=20_000)
+
+
+# -- Loading: the network, scripts, the reader's colour scheme, images, typeset math, overflow
+
+def load_faults(page, problems, scheme) -> list[str]:
+    """What went wrong while the page loaded, and what a reader sees at once."""
+    images = page.evaluate("""() => [...document.querySelectorAll('article img')].map(
+        img => ({src: img.src, alt: img.alt, done: img.complete, w: img.naturalWidth}))""")
+    text = page.locator("article").inner_text() if page.locator("article").count() else ""
+    overflow = page.evaluate(
+        "() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    theme = page.evaluate("() => document.documentElement.dataset.theme")
+    faults = [f"{what}: {problems[key]}" for key, what in (
+        ("foreign", "requests to other hosts"), ("failed", "failed requests"),
+        ("console", "console errors"), ("pageerror", "uncaught script errors")) if problems[key]]
+    if theme != scheme:
+        faults.append(f"the page did not follow the reader's {scheme} preference ({theme})")
+    for image in images:
+        if not (image["done"] and image["w"] > 0):
+            faults.append(f"image not loaded: {image['src']}")
+        if len(image["alt"]) <= 30:
+            faults.append(f"image without a description: {image['src']}")
+    faults += [f"raw TeX {raw!r} left in the rendered text"
+               for raw in ("$$", "\\(", "\\[", "\\frac{", "\\operatorname") if raw in text]
+    if overflow > 0:
+        faults.append(f"the page body scrolls sideways by {overflow}px")
+    return faults
+
+
+# -- Accessibility: axe-core's rules (the npm package in tools/axe/)
+
+BLOCKING = ("serious", "critical")
+# Rules left out of the check, each with the reason. Keep this empty unless a rule cannot apply.
+DISABLED_RULES: dict[str, str] = {}
+
+
+def audit(page, axe_source):
+    """Run axe-core over the whole page; return its violations (a list of dicts)."""
+    page.add_script_tag(content=axe_source)
+    options = {"resultTypes": ["violations"],
+               "rules": {rule: {"enabled": False} for rule in DISABLED_RULES}}
+    return page.evaluate("options => axe.run(document, options).then(r => r.violations)",
+                         options)
+
+
+def describe(violations):
+    """axe-core's violations, each with up to three of the elements it found."""
+    lines = []
+    for violation in violations:
+        lines.append(f"{violation['id']} ({violation['impact']}): {violation['help']}")
+        for node in violation["nodes"][:3]:
+            lines.append(f"    {' '.join(map(str, node['target']))}: "
+                         f"{node['failureSummary'].splitlines()[-1].strip()}")
+    return "\n".join(lines)
+
+
+def accessibility_faults(page, axe_source) -> list[str]:
+    """axe-core's violations of serious or critical impact."""
+    blocking = [v for v in audit(page, axe_source) if v["impact"] in BLOCKING]
+    return [describe(blocking)] if blocking else []
+
+
+# -- Figures: shown near the size they were drawn at, so that their text stays legible
+
+DESKTOP_SCALE = 0.8
+PHONE_SCALE = 0.45
+SCALES = {1280: DESKTOP_SCALE, 375: PHONE_SCALE}
+
+FIGURES = """() => [...document.querySelectorAll('article .cell_output img')].map(img => ({
+    src: img.getAttribute('src').split('/').pop(), alt: img.alt.slice(0, 60),
+    style: img.getAttribute('style') || '', natural: img.naturalWidth,
+    shown: img.getBoundingClientRect().width}))"""
+
+
+def drawn_width(figure) -> float:
+    """The figure's 1x width: its inline CSS width (half the doubled PNG's pixels)."""
+    match = re.search(r"width:\s*([\d.]+)px", figure["style"])
+    return float(match.group(1)) if match else figure["natural"] / 2
+
+
+def figure_faults(page, width) -> list[str]:
+    """Figures shown below their width's share of their drawn size."""
+    small = [(f["alt"], round(f["shown"] / drawn_width(f), 2)) for f in page.evaluate(FIGURES)
+             if f["shown"] < SCALES[width] * drawn_width(f)]
+    return [f"figure shown at {scale} of its drawn size (below {SCALES[width]}) at {width} px "
+            f"(draw it for the column): {alt}..." for alt, scale in small]
+
+
+# -- Formulas: each seen whole, on the screen and on paper
+
+WIDTHS = {"desktop": 1280, "phone": 375}
+PRINT_WIDTH = 700  # px: an A4 page's text width at 96 px an inch, margins taken off
+TOLERANCE = 1  # px of rounding
+
+MEASURE = r"""() => {
+  const article = document.querySelector('article');
+  if (!article) return [];  // the search page has no article
+  const clipping = (element) => {
+    // The first box from the formula up to the article that hides part of the formula: one
+    // that hides what overflows it, where the formula reaches past its edges.
+    const formula = element.getBoundingClientRect();
+    for (let node = element.parentElement; node && node !== article.parentElement;
+         node = node.parentElement) {
+      const hides = v => v === 'hidden' || v === 'clip';
+      if (!hides(getComputedStyle(node).overflowX)) continue;
+      const box = node.getBoundingClientRect();
+      if (formula.right > box.right + 1 || formula.left < box.left - 1) {
+        return node.tagName + '.' + node.className;
+      }
+    }
+    return null;
+  };
+  const column = (element) => {  // the block that holds the formula
+    let node = element.parentElement;
+    while (getComputedStyle(node).display.startsWith('inline')) node = node.parentElement;
+    return node;
+  };
+  const text = m => (m.querySelector('mjx-assistive-mml') || m).textContent.slice(0, 70);
+  const found = [];
+  for (const m of article.querySelectorAll('mjx-container')) {
+    const style = getComputedStyle(m);
+    const display = m.getAttribute('display') === 'true';
+    const box = m.getBoundingClientRect();
+    const entry = {display, text: text(m), clippedBy: clipping(m),
+                   scrolls: m.scrollWidth > m.clientWidth + 1, overflowX: style.overflowX,
+                   scrollbar: style.scrollbarWidth, background: style.backgroundImage,
+                   attachment: style.backgroundAttachment};
+    if (display) {
+      entry.over = m.scrollWidth - m.clientWidth;
+      entry.beyondColumn = Math.round(box.right - column(m).getBoundingClientRect().right);
+    } else {
+      const line = column(m).getBoundingClientRect();
+      entry.over = Math.round(Math.max(box.right - line.right, line.left - box.left));
+    }
+    found.push(entry);
+  }
+  return found;
+}"""
+
+
+# A reader who opens an exercise's solution or a hidden cell must see its formulas whole too:
+# open every dropdown and fold before measuring (a folded one hides its content on purpose).
+OPEN_FOLDED = r"""() => {
+  document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+}"""
+
+
+def measure_formulas(page):
+    """Every formula of the page, measured with every dropdown and fold open (MathJax done)."""
+    page.evaluate(OPEN_FOLDED)
+    page.wait_for_timeout(300)  # the dropdowns' transition
+    return page.evaluate(MEASURE)
+
+
+def shows_that_it_scrolls(formula) -> bool:
+    """A box that scrolls where the reader can see it: scrollbar kept, shadows at the sides."""
+    return (formula["overflowX"] in ("auto", "scroll") and formula["scrollbar"] != "none"
+            and formula["background"].count("radial-gradient") == 2
+            and "local" in formula["attachment"])
+
+
+def describe_formulas(found):
+    return "\n".join(f"  {f['over']:+d}px {f['text']!r}" for f in found)
+
+
+def formula_faults(found, viewport) -> list[str]:
+    """On a desktop every display equation fits the column; on a phone one may be wider only
+    if its box scrolls and shows that it does; an inline formula fits its line; nothing clips."""
+    faults = [f"formula clipped by {f['clippedBy']}: {f['text']!r}"
+              for f in found if f["clippedBy"]]
+    display = [f for f in found if f["display"]]
+    checks = [("display equations reach past the column",
+               [f for f in display if f["beyondColumn"] > TOLERANCE]),
+              ("inline formulas wider than their line",
+               [f for f in found if not f["display"] and f["over"] > TOLERANCE])]
+    scrolling = [f for f in display if f["scrolls"]]
+    if viewport == "desktop":
+        checks.append(("display equations wider than the desktop column (break them over "
+                       "lines)", scrolling))
+    checks.append(("equations that scroll without showing it",
+                   [f for f in scrolling if not shows_that_it_scrolls(f)]))
+    return faults + [f"{what}:\n" + describe_formulas(bad) for what, bad in checks if bad]
+
+
+def print_faults(found) -> list[str]:
+    """Printed nothing scrolls: every formula must fit the printed column, nothing hidden."""
+    cut = [f for f in found if f["clippedBy"] or (f["display"] and f["scrolls"])
+           or f["over"] > TOLERANCE and not f["display"]]
+    return ["formulas that would be cut on paper:\n" + describe_formulas(cut)] if cut else []
+
+
+def printed(page):
+    """The open page as it prints: print media, at the printed column's width."""
+    page.set_viewport_size({"width": PRINT_WIDTH, "height": 900})
+    page.emulate_media(media="print")
+    page.wait_for_timeout(300)
+    return page
