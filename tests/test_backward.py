@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import scratchformer as sf
 from conftest import examples
 from scratchformer.attention import attention_backward, attention_kernel
-from scratchformer.pytorch import torch_gradients
+from scratchformer.pytorch import to_torch, torch_gradients
 
 FD_TOLERANCE = 1e-6
 
@@ -266,7 +266,7 @@ def test_encoder_block_against_torch_autograd(norm, masked):
     block.forward(x, mask=mask)
     d_x = block.backward(g)
 
-    layer = block.to_torch().train()
+    layer = to_torch(block).train()
     x_t = torch.tensor(x, requires_grad=True)
     mask_t = None if mask is None else torch.from_numpy(~mask)  # torch: True = blocked
     (layer(x_t, src_mask=mask_t) * torch.from_numpy(g)).sum().backward()
@@ -284,7 +284,7 @@ def test_multihead_attention_against_torch_autograd():
     g = rng.standard_normal(x.shape)
     layer.forward(x)
     d_x = layer.backward(g)
-    module = layer.to_torch()
+    module = to_torch(layer)
     x_t = torch.tensor(x, requires_grad=True)
     out, _ = module(x_t, x_t, x_t, need_weights=False)
     (out * torch.from_numpy(g)).sum().backward()
@@ -305,7 +305,7 @@ def test_model_and_loss_against_torch_autograd(norm):
     loss, d_logits = sf.cross_entropy(model.forward(tokens), targets)
     model.backward(d_logits)
 
-    module = model.to_torch()
+    module = to_torch(model)
     logits_t = module(torch.from_numpy(tokens))
     loss_t = torch.nn.functional.cross_entropy(logits_t.reshape(-1, 4),
                                                torch.from_numpy(targets).reshape(-1))
@@ -397,7 +397,7 @@ def test_cross_attention_against_torch_autograd():
     g = rng.standard_normal(x.shape)
     layer.forward(x, mask=pad, context=context)
     d_x, d_context = layer.backward(g)
-    module = layer.to_torch()
+    module = to_torch(layer)
     x_t = torch.tensor(x, requires_grad=True)
     c_t = torch.tensor(context, requires_grad=True)
     # torch's key_padding_mask: True = blocked
@@ -434,7 +434,7 @@ def test_attention_without_biases_has_gradients_for_its_weights_only():
 
 
 def test_torch_gradients_need_a_backward_pass():
-    module = sf.MultiHeadAttention(4, 2).to_torch()
+    module = to_torch(sf.MultiHeadAttention(4, 2))
     with pytest.raises(ValueError, match="no gradient"):
         torch_gradients(module)
 

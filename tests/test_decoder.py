@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import scratchformer as sf
 from conftest import examples
-from scratchformer.pytorch import from_torch, torch_gradients
+from scratchformer.pytorch import from_torch, to_torch, torch_gradients
 from test_backward import assert_gradients_match, assert_tiny_gradients_match
 
 decoder_shapes = st.fixed_dictionaries({
@@ -111,7 +111,7 @@ def test_decoder_block_against_torch_autograd(norm, masks):
     d_x, d_memory = block.backward(g)
     assert np.isfinite(y).all()
 
-    layer = block.to_torch().train()  # dropout 0; train mode takes autograd's path
+    layer = to_torch(block).train()  # dropout 0; train mode takes autograd's path
     x_t = torch.tensor(x, requires_grad=True)
     m_t = torch.tensor(memory, requires_grad=True)
     y_t = layer(x_t, m_t, **_torch_masks(mask, memory_mask))
@@ -130,10 +130,10 @@ def test_round_trip_through_torch_is_exact(norm):
     rng = np.random.default_rng(22)
     block = sf.DecoderBlock(6, 2, 10, norm=norm, eps=1e-6, rng=rng)
     sf.randomize_parameters(block, rng)
-    module = block.to_torch()
+    module = to_torch(block)
     assert isinstance(module, torch.nn.TransformerDecoderLayer) and not module.training
     assert module.norm_first == (norm == "pre") and module.norm1.eps == 1e-6
-    back = sf.DecoderBlock.from_torch(module)
+    back = from_torch(module, sf.DecoderBlock)
     assert back.norm == norm
     for (name, owner, key), (other, twin, twin_key) in zip(block.named_parameters(),
                                                            back.named_parameters()):
@@ -153,9 +153,9 @@ def test_from_torch_takes_pytorchs_own_layer_and_refuses_what_it_cannot_represen
     np.testing.assert_allclose(block.forward(x, memory), expected, rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="only the ReLU activation"):
         from_torch(torch.nn.TransformerDecoderLayer(8, 2, 16, activation="gelu"))
-    with pytest.raises(TypeError, match="DecoderBlock.from_torch expects "
+    with pytest.raises(TypeError, match="DecoderBlock is converted from "
                                         "torch.nn.TransformerDecoderLayer"):
-        sf.DecoderBlock.from_torch(torch.nn.TransformerEncoderLayer(8, 2, 16))
+        from_torch(torch.nn.TransformerEncoderLayer(8, 2, 16), sf.DecoderBlock)
 
 
 def test_backward_returns_the_input_and_the_memory_gradient():

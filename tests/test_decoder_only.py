@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import scratchformer as sf
 from conftest import examples
-from scratchformer.pytorch import torch_gradients
+from scratchformer.pytorch import to_torch, torch_gradients
 from test_backward import (
     assert_gradients_match,
     assert_tiny_gradients_match,
@@ -173,18 +173,18 @@ def _torch_sinusoidal_decoder(model):
         twin = sf.EncoderBlock(c.d_model, c.n_heads, c.d_ff, norm=c.norm, eps=c.eps)
         twin.load_parameters({name: owner.params[key]
                               for name, owner, key in block.named_parameters()})
-        layers.append(twin.to_torch().train())
+        layers.append(to_torch(twin).train())
     embedding = sf.Embedding(c.vocab_size, c.d_model)
     embedding.load_parameters(model.embedding.params)
-    embedding = embedding.to_torch()
+    embedding = to_torch(embedding)
     head = sf.Linear(c.d_model, c.vocab_size)
     head.load_parameters(model.head.params)
-    head = head.to_torch()
+    head = to_torch(head)
     final = None
     if model.final_norm is not None:
         final = sf.LayerNorm(c.d_model, eps=c.eps)
         final.load_parameters(model.final_norm.params)
-        final = final.to_torch()
+        final = to_torch(final)
 
     def run(tokens):
         n = tokens.shape[-1]

@@ -14,6 +14,7 @@ from scratchformer.book.diagnostics import (
     gradient_norms,
     stream_scales,
 )
+from scratchformer.pytorch import to_torch
 
 
 def small_model(norm, n_layers=3, seed=0):
@@ -51,7 +52,7 @@ def test_block_norms_agree_with_torch_autograd(norm):
     norms = block_gradient_norms(model, tokens, targets)
     assert norms.shape == (3, len(BLOCK_WEIGHTS))
 
-    twin = model.to_torch()
+    twin = to_torch(model)
     logits = twin(torch.from_numpy(tokens))
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 5),
                                              torch.from_numpy(targets).reshape(-1))

@@ -8,6 +8,7 @@ import torch
 
 from scratchformer import causal_mask
 from scratchformer.encoder import EncoderBlock
+from scratchformer.pytorch import from_torch, to_torch
 
 TOL = {torch.float64: 1e-12, torch.float32: 2e-5}
 
@@ -31,7 +32,7 @@ def torch_layer(norm, dtype, seed=0, d_model=16, n_heads=4, d_ff=40):
 @pytest.mark.parametrize("masked", [False, True])
 def test_agrees_with_torch(norm, dtype, masked):
     layer = torch_layer(norm, dtype)
-    block = EncoderBlock.from_torch(layer)
+    block = from_torch(layer, EncoderBlock)
     assert block.norm == norm
     x = np.random.default_rng(1).standard_normal((3, 7, 16)).astype(
         torch.empty(0, dtype=dtype).numpy().dtype)
@@ -48,7 +49,7 @@ def test_agrees_with_torch(norm, dtype, masked):
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_round_trip_is_exact(norm):
     layer = torch_layer(norm, torch.float64)
-    back = EncoderBlock.from_torch(layer).to_torch()
+    back = to_torch(from_torch(layer, EncoderBlock))
     assert back.norm_first == (norm == "pre")
     for (name, a), (_, b) in zip(layer.state_dict().items(), back.state_dict().items()):
         assert torch.equal(a, b), name
@@ -76,16 +77,17 @@ def test_bad_arguments():
         EncoderBlock(10, 3, 16)
     with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., n, 8\)"):
         EncoderBlock(8, 2, 16).forward(np.zeros(8))
-    with pytest.raises(TypeError, match="TransformerEncoderLayer"):
-        EncoderBlock.from_torch(torch.nn.Linear(2, 2))
+    with pytest.raises(TypeError, match="EncoderBlock is converted from torch.nn."
+                                        "TransformerEncoderLayer, got Linear"):
+        from_torch(torch.nn.Linear(2, 2), EncoderBlock)
     gelu = torch.nn.TransformerEncoderLayer(8, 2, 16, activation="gelu")
     with pytest.raises(ValueError, match="ReLU"):
-        EncoderBlock.from_torch(gelu)
+        from_torch(gelu, EncoderBlock)
 
 
 def test_from_torch_rejects_a_layer_without_biases():
     with pytest.raises(ValueError, match="biases"):
-        EncoderBlock.from_torch(torch.nn.TransformerEncoderLayer(8, 2, 16, bias=False))
+        from_torch(torch.nn.TransformerEncoderLayer(8, 2, 16, bias=False), EncoderBlock)
 
 
 def test_rng_must_be_a_generator():

@@ -19,7 +19,7 @@ import transformers  # noqa: E402
 import scratchformer as sf  # noqa: E402
 from scratchformer.gpt2 import from_gpt2, gpt2_options  # noqa: E402
 from scratchformer.layers import gelu  # noqa: E402
-from scratchformer.pytorch_decoder_only import TorchDecoderModel  # noqa: E402
+from scratchformer.pytorch import TorchDecoderModel  # noqa: E402
 from test_backward import (  # noqa: E402
     assert_gradients_match,
     assert_tiny_gradients_match,

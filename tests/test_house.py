@@ -2,6 +2,8 @@
 
 - ``import scratchformer`` loads NumPy only (no matplotlib, no torch), and the model trains on a
   machine where matplotlib cannot be imported at all.
+- The package's modules import one another without a cycle, counting the imports made inside
+  functions: a base class knows nothing of its subclasses, nor of PyTorch.
 - Every layer owns its parameters; sharing one array between two places is refused by name.
 - ``load_parameters`` checks names, shapes and values before changing anything.
 - Inside ``layer.inference()`` a forward keeps nothing (and attention forms no weights).
@@ -10,10 +12,12 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,6 +32,70 @@ def run_python(code):
 
 
 # ---- what imports what -------------------------------------------------------------------
+
+PACKAGE = Path(sf.__file__).parent
+
+
+def import_graph(package=PACKAGE):
+    """Each module of the package and the package's modules it imports, anywhere in its code
+    (inside functions too), read from the source."""
+    modules = {}
+    for path in package.rglob("*.py"):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        here = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = here.split(".")[:len(here.split(".")) - node.level + 1] if node.level \
+                    else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                found |= {target} | {f"{target}.{alias.name}" for alias in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def cycles(graph):
+    """The groups of modules that import one another in a circle (Tarjan's components)."""
+    order, low, stack, groups = {}, {}, [], []
+
+    def visit(v):
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            group = []
+            while not group or group[-1] != v:
+                group.append(stack.pop())
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in order:
+            visit(v)
+    return groups
+
+
+def test_the_package_imports_without_a_cycle():
+    graph = import_graph()
+    assert {"scratchformer.module", "scratchformer.pytorch.conversions"} <= graph.keys()
+    assert cycles(graph) == []
+    assert not any(m.startswith("scratchformer.pytorch") for m in graph["scratchformer.module"])
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
 
 def test_import_loads_neither_matplotlib_nor_torch():
     completed = run_python("""

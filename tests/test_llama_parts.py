@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import scratchformer as sf
 from conftest import examples
-from scratchformer.pytorch_decoder_only import TorchDecoderModel
+from scratchformer.pytorch import TorchDecoderModel
 from test_backward import assert_gradients_match, assert_tiny_gradients_match
 from test_rotary import meta_rope_torch
 

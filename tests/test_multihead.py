@@ -17,6 +17,7 @@ from scratchformer import (
     scaled_dot_product_attention,
     split_heads,
 )
+from scratchformer.pytorch import from_torch, to_torch
 
 TOL = {np.float64: 1e-12, np.float32: 1e-5}
 
@@ -138,7 +139,7 @@ def test_padding_mask_and_permutation_equivariance(h, d_k, n, data):
 @pytest.mark.parametrize("bias", [True, False])
 def test_agrees_with_torch(dtype, bias):
     layer = random_layer(16, 4, dtype=dtype, bias=bias)
-    module = layer.to_torch()
+    module = to_torch(layer)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3, 6, 16)).astype(dtype)
     context = rng.standard_normal((3, 8, 16)).astype(dtype)
@@ -164,12 +165,12 @@ def test_torch_round_trip_is_exact(dtype, bias):
         with torch.no_grad():
             module.in_proj_bias.normal_()
             module.out_proj.bias.normal_()
-    layer = MultiHeadAttention.from_torch(module)
+    layer = from_torch(module, MultiHeadAttention)
     assert layer.params["w_q"].dtype == torch.empty(0, dtype=dtype).numpy().dtype
-    back = layer.to_torch()
+    back = to_torch(layer)
     for (name, a), (name_b, b) in zip(module.state_dict().items(), back.state_dict().items()):
         assert name == name_b and torch.equal(a, b), name
-    again = MultiHeadAttention.from_torch(back)
+    again = from_torch(back, MultiHeadAttention)
     assert again.params.keys() == layer.params.keys()
     for name in layer.params:
         np.testing.assert_array_equal(again.params[name], layer.params[name])
@@ -228,12 +229,12 @@ def test_bad_forward_input(x, kwargs, error, message):
 
 
 def test_from_torch_rejects_what_it_cannot_represent():
-    with pytest.raises(TypeError, match="MultiheadAttention"):
-        MultiHeadAttention.from_torch(torch.nn.Linear(4, 4))
+    with pytest.raises(TypeError, match="converted from torch.nn.MultiheadAttention, got Linear"):
+        from_torch(torch.nn.Linear(4, 4), MultiHeadAttention)
     with pytest.raises(ValueError, match="kdim"):
-        MultiHeadAttention.from_torch(torch.nn.MultiheadAttention(8, 2, kdim=4, vdim=4))
+        from_torch(torch.nn.MultiheadAttention(8, 2, kdim=4, vdim=4), MultiHeadAttention)
     with pytest.raises(ValueError, match="add_bias_kv"):
-        MultiHeadAttention.from_torch(torch.nn.MultiheadAttention(8, 2, add_bias_kv=True))
+        from_torch(torch.nn.MultiheadAttention(8, 2, add_bias_kv=True), MultiHeadAttention)
 
 
 @pytest.mark.parametrize("n_heads", [0, -2])

@@ -12,7 +12,14 @@ import pytest
 import torch
 
 import scratchformer as sf
-from scratchformer.pytorch import TorchEncoderModel, from_torch, to_torch, torch_gradients
+from scratchformer.config import ConfiguredModel
+from scratchformer.pytorch import (
+    NO_COUNTERPART,
+    TorchEncoderModel,
+    from_torch,
+    to_torch,
+    torch_gradients,
+)
 
 
 def _layers():
@@ -67,16 +74,20 @@ def test_round_trip_function_and_gradients(name, layer, kind):
                                    err_msg=n)
 
 
-def test_the_class_entry_points_go_through_the_one_module():
+def test_the_expected_class_is_checked_and_what_has_no_conversion_is_named():
     module = torch.nn.LayerNorm(4)
-    assert isinstance(sf.LayerNorm.from_torch(module), sf.LayerNorm)
-    with pytest.raises(TypeError, match="EncoderBlock.from_torch expects "
-                                        "torch.nn.TransformerEncoderLayer, got LayerNorm"):
-        sf.EncoderBlock.from_torch(module)
+    assert isinstance(from_torch(module, sf.LayerNorm), sf.LayerNorm)
+    with pytest.raises(TypeError, match="EncoderBlock is converted from torch.nn."
+                                        "TransformerEncoderLayer, got LayerNorm"):
+        from_torch(module, sf.EncoderBlock)
     with pytest.raises(TypeError, match="no conversion from Conv1d"):
         from_torch(torch.nn.Conv1d(2, 2, 1))
     with pytest.raises(TypeError, match=r"no PyTorch counterpart for Layer \(no parameters\)"):
-        sf.Layer().to_torch()
+        to_torch(sf.Layer())
+    with pytest.raises(TypeError, match="converts the package's layers, got ndarray"):
+        to_torch(np.ones(3))
+    with pytest.raises(TypeError, match="no PyTorch module converts to SwiGLU: PyTorch has no"):
+        from_torch(torch.nn.Linear(4, 8), sf.SwiGLU)
 
 
 def test_conversions_refuse_what_they_cannot_represent():
@@ -84,24 +95,24 @@ def test_conversions_refuse_what_they_cannot_represent():
         from_torch(torch.nn.Linear(3, 2, bias=False))
     with pytest.raises(ValueError, match="last axis"):
         from_torch(torch.nn.LayerNorm((2, 3)))
-    model = sf.EncoderModel(vocab_size=5, n_classes=5, d_model=4, n_heads=1, d_ff=4,
-                            n_layers=1, norm="pre").to_torch()
+    model = to_torch(sf.EncoderModel(vocab_size=5, n_classes=5, d_model=4, n_heads=1, d_ff=4,
+                                     n_layers=1, norm="pre"))
     broken = TorchEncoderModel(model.embedding, list(model.blocks), None, model.head)
     with pytest.raises(ValueError, match="final norm exactly when"):
         from_torch(broken)
 
 
 def test_a_model_whose_blocks_differ_is_refused():
-    two = sf.EncoderModel(vocab_size=5, n_classes=5, d_model=8, n_heads=2, d_ff=8,
-                          n_layers=2).to_torch()
-    four = sf.EncoderBlock(8, 4, 8).to_torch()  # the same shapes, other heads
+    two = to_torch(sf.EncoderModel(vocab_size=5, n_classes=5, d_model=8, n_heads=2, d_ff=8,
+                                   n_layers=2))
+    four = to_torch(sf.EncoderBlock(8, 4, 8))  # the same shapes, other heads
     mixed = TorchEncoderModel(two.embedding, [two.blocks[0], four], None, two.head)
     with pytest.raises(ValueError, match="block 1 differs from block 0"):
         from_torch(mixed)
 
 
 def test_modules_without_a_counterpart_get_the_list_of_what_converts():
-    with pytest.raises(TypeError, match="no conversion from ReLU; supported"):
+    with pytest.raises(TypeError, match=r"no conversion from ReLU \(the exact type\); supported"):
         from_torch(torch.nn.ReLU())
     no_bias = torch.nn.Sequential(torch.nn.Linear(4, 8, bias=False), torch.nn.ReLU(),
                                   torch.nn.Linear(8, 4))
@@ -136,3 +147,105 @@ def test_float32_converts_to_float32():
     module = to_torch(layer)
     assert module[0].weight.dtype == torch.float32
     assert from_torch(module).params["w_1"].dtype == np.float32
+
+
+# -- Every layer of the package: converted exactly, or refused with the reason ---------------
+
+def _layer_classes():
+    """Every concrete Layer class the package defines (each of its modules imported first)."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages(sf.__path__, "scratchformer."):
+        importlib.import_module(info.name)
+    found, todo = set(), [sf.Layer]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__module__.startswith("scratchformer.") and sub not in found:
+                found.add(sub)
+                todo.append(sub)
+    return found - ABSTRACT
+
+
+ABSTRACT = {ConfiguredModel}  # a base class, built only through its subclasses
+SMALL = dict(d_model=8, n_heads=2, d_ff=16, n_layers=1)
+#: One small instance of each Layer class, with options that stress the conversion.
+INSTANCES = {
+    sf.Linear: lambda: sf.Linear(4, 3),
+    sf.Embedding: lambda: sf.Embedding(5, 4),
+    sf.LayerNorm: lambda: sf.LayerNorm(4, eps=1e-6),
+    sf.RMSNorm: lambda: sf.RMSNorm(4, eps=1e-6),
+    sf.FeedForward: lambda: sf.FeedForward(4, 8),
+    sf.SwiGLU: lambda: sf.SwiGLU(4, 8),
+    sf.MultiHeadAttention: lambda: sf.MultiHeadAttention(8, 2),
+    sf.CausalSelfAttention: lambda: sf.CausalSelfAttention(8, 2, rotary=True),
+    sf.EncoderBlock: lambda: sf.EncoderBlock(8, 2, 16, norm="pre"),
+    sf.DecoderBlock: lambda: sf.DecoderBlock(8, 2, 16),
+    sf.DecoderOnlyBlock: lambda: sf.DecoderOnlyBlock(8, 2, 16),
+    sf.EncoderModel: lambda: sf.EncoderModel(vocab_size=5, n_classes=3, **SMALL),
+    sf.EncoderDecoderModel: lambda: sf.EncoderDecoderModel(vocab_size=5, target_vocab_size=6,
+                                                           **SMALL),
+    sf.DecoderModel: lambda: sf.DecoderModel(vocab_size=7, **SMALL, n_kv_heads=1,
+                                             normalization="rms", feed_forward="swiglu",
+                                             tie_embeddings=True),
+}
+#: Inputs for the layers whose PyTorch module takes one tensor: the outputs are compared too.
+INPUTS = {
+    sf.Linear: lambda rng: rng.standard_normal((2, 3, 4)),
+    sf.LayerNorm: lambda rng: rng.standard_normal((2, 3, 4)),
+    sf.RMSNorm: lambda rng: rng.standard_normal((2, 3, 4)),
+    sf.FeedForward: lambda rng: rng.standard_normal((2, 3, 4)),
+    sf.Embedding: lambda rng: rng.integers(0, 5, (2, 3)),
+    sf.DecoderModel: lambda rng: rng.integers(0, 7, (2, 5)),
+}
+
+
+def test_every_layer_class_is_covered():
+    """A new Layer class fails here until it has an instance above (and so a conversion or a
+    reason in NO_COUNTERPART, which the next test requires)."""
+    assert _layer_classes() == set(INSTANCES)
+
+
+def _perturbed(layer, rng):
+    """The layer with every parameter drawn anew: ones and zeros would hide a swapped copy."""
+    for _, owner, key in layer.named_parameters():
+        owner.params[key] = rng.standard_normal(owner.params[key].shape)
+    return layer
+
+
+@pytest.mark.parametrize("cls", sorted(INSTANCES, key=lambda c: c.__name__),
+                         ids=lambda c: c.__name__)
+def test_every_layer_round_trips_through_pytorch_or_is_refused(cls):
+    rng = np.random.default_rng(0)
+    layer = _perturbed(INSTANCES[cls](), rng)
+    if cls in NO_COUNTERPART:
+        with pytest.raises(TypeError, match=f"no PyTorch module computes a {cls.__name__}: "):
+            to_torch(layer)
+        return
+    module = to_torch(layer)
+    back = from_torch(module, cls)
+    assert type(back) is cls
+    ours = {name: owner.params[key] for name, owner, key in layer.named_parameters()}
+    theirs = {name: owner.params[key] for name, owner, key in back.named_parameters()}
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        np.testing.assert_array_equal(theirs[name], ours[name], err_msg=name)
+    if cls in INPUTS:
+        x = INPUTS[cls](rng)
+        with torch.no_grad():
+            expected = module(torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(layer.forward(x), expected, rtol=0, atol=1e-12)
+
+
+def test_a_subclass_is_never_converted_as_its_parent():
+    """CausalSelfAttention is a MultiHeadAttention, but with RoPE it computes another function:
+    converted as its parent, its output differed from nn.MultiheadAttention's by about 1."""
+    with pytest.raises(TypeError, match="no rotary positions"):
+        to_torch(sf.CausalSelfAttention(8, 2, rotary=True))
+
+    class Scaled(torch.nn.Linear):
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    with pytest.raises(TypeError, match="no conversion from Scaled"):
+        from_torch(Scaled(3, 2))

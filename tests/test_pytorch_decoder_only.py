@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import scratchformer as sf
-from scratchformer.pytorch_decoder_only import TorchDecoderModel
+from scratchformer.pytorch import TorchDecoderModel
 
 VARIANTS = [(positions, norm) for positions in ("rotary", "sinusoidal")
             for norm in ("pre", "post")]

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import scratchformer as sf
 from conftest import examples
-from scratchformer.pytorch import TorchEncoderDecoderModel, from_torch, torch_gradients
+from scratchformer.pytorch import TorchEncoderDecoderModel, from_torch, to_torch, torch_gradients
 from test_backward import assert_gradients_match, assert_tiny_gradients_match
 
 F = torch.nn.functional
@@ -143,7 +143,7 @@ def _pair(norm, rng):
     model = sf.EncoderDecoderModel(vocab_size=9, target_vocab_size=8, d_model=8, n_heads=2,
                                    d_ff=16, n_layers=2, norm=norm, rng=rng)
     sf.randomize_parameters(model, rng)
-    return model, model.to_torch().train()  # dropout 0; train mode: no fast path
+    return model, to_torch(model).train()  # dropout 0; train mode: no fast path
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])

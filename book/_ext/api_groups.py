@@ -36,7 +36,7 @@ MODULES = [
     "scratchformer.book.plotting", "scratchformer.book.display", "scratchformer.book.timing",
     "scratchformer.book.diagnostics", "scratchformer.book.rnn", "scratchformer.book.benchmarks",
     "scratchformer.book.runs", "scratchformer.book.diagram",
-    "scratchformer.pytorch",
+    "scratchformer.pytorch.conversions", "scratchformer.pytorch.twins",
 ]
 
 

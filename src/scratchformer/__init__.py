@@ -9,9 +9,9 @@ chapter that derives it. The package has two homes:
 - ``scratchformer.book``: the book's tooling (figures, tables, timing, benchmarks,
   diagnostics, the recurrent-network demonstration), the only place matplotlib is imported.
 
-``scratchformer.pytorch`` holds every conversion to and from PyTorch; it is imported only when
-asked for (``Layer.from_torch``, ``layer.to_torch()``), so ``import scratchformer`` never
-imports torch. Conventions used throughout:
+``scratchformer.pytorch`` holds everything PyTorch: the conversions to and from it and the
+twin models written with it; it is imported only when asked for (``from scratchformer.pytorch
+import to_torch``), so ``import scratchformer`` never imports torch. Conventions used throughout:
 
 - arrays are batch-first, ``(..., n, d)``, and leading axes broadcast;
 - weights multiply from the right, ``y = x @ W + b`` with ``W`` of shape ``(d_in, d_out)``;

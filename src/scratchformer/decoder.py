@@ -86,7 +86,7 @@ class DecoderBlock(Layer):
 
     These are PyTorch's ``TransformerDecoderLayer`` with ``norm_first=False`` and ``True``
     (``self_attn``, ``multihead_attn``, ``linear1``/``linear2``, ``norm1`` to ``norm3``);
-    :meth:`~scratchformer.Layer.from_torch` and :meth:`~scratchformer.Layer.to_torch` convert.
+    :func:`scratchformer.pytorch.to_torch` and :func:`~scratchformer.pytorch.from_torch` convert.
     """
 
     def __init__(self, d_model, n_heads, d_ff, *, norm="post", eps=1e-5, rng=None,

@@ -168,26 +168,6 @@ class Layer:
             layer.params[key] = new[name]
             layer.grads = None
 
-    @classmethod
-    def from_torch(cls, module):
-        """A layer of this class with the exact weights of a PyTorch module.
-
-        A thin entry point to :func:`scratchformer.pytorch.from_torch`, where every conversion
-        lives (and which says which module each class takes); PyTorch is imported only now.
-        """
-        from .pytorch import from_torch
-
-        return from_torch(module, cls)
-
-    def to_torch(self):
-        """The PyTorch module that computes this layer's function with these exact weights.
-
-        A thin entry point to :func:`scratchformer.pytorch.to_torch`.
-        """
-        from .pytorch import to_torch
-
-        return to_torch(self)
-
     @contextlib.contextmanager
     def inference(self):
         """Within this context, ``forward`` of this layer and its children saves nothing.

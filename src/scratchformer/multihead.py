@@ -115,8 +115,8 @@ class MultiHeadAttention(Layer):
     where :math:`C = X` for self-attention and :math:`W^{(i)}` is the ``i``-th block of
     ``d_k`` columns of ``W``. PyTorch's ``nn.MultiheadAttention`` stores the transposes:
     ``in_proj_weight`` is ``[W_Q^T; W_K^T; W_V^T]`` stacked, of shape ``(3 d_model, d_model)``,
-    and ``out_proj.weight`` is ``W_O^T``; :meth:`~scratchformer.Layer.from_torch` and
-    :meth:`~scratchformer.Layer.to_torch` convert.
+    and ``out_proj.weight`` is ``W_O^T``; :func:`scratchformer.pytorch.to_torch` and
+    :func:`~scratchformer.pytorch.from_torch` convert.
     Derived in the chapter
     :doc:`Multi-head attention </book/multi_head_attention>`.
     """

@@ -44,9 +44,11 @@ def attention_forward_speed(ns=(512, 2048, 4096), *, d_model=512, n_heads=8, rep
     """
     import torch
 
+    from ..pytorch import from_torch
+
     torch.manual_seed(seed)
     module = torch.nn.MultiheadAttention(d_model, n_heads, batch_first=True).eval()
-    layer = MultiHeadAttention.from_torch(module)
+    layer = from_torch(module, MultiHeadAttention)
     d_k = d_model // n_heads
     rows = []
     for n in ns:
@@ -157,6 +159,7 @@ def training_step_speed(config=None, task=None, *, steps=20, repeats=5, seed=0):
     import torch
 
     from ..optim import Adam
+    from ..pytorch import to_torch
     from ..tasks import LabellingTask
     from ..train import TrainConfig, book_model, train_step
 
@@ -164,7 +167,7 @@ def training_step_speed(config=None, task=None, *, steps=20, repeats=5, seed=0):
     task = LabellingTask() if task is None else task
     rng = np.random.default_rng(seed)
     model = book_model(task, seed=seed)
-    module = model.to_torch().train()  # dropout 0: the same function, autograd on
+    module = to_torch(model).train()  # dropout 0: the same function, autograd on
     optimiser = Adam(model, weight_decay=c.weight_decay)
     parameters = list(module.parameters())
     torch_optimiser = _torch_adamw(parameters, optimiser, c)
@@ -194,7 +197,7 @@ def training_step_speed(config=None, task=None, *, steps=20, repeats=5, seed=0):
 def text_step_speed(vocab_size=90, *, context=128, batch_size=32, threads=None, steps=5,
                     repeats=5, seed=0):
     """Time training steps of the language model (:func:`scratchformer.train.text_model`)
-    in NumPy and the same model in PyTorch (:class:`~scratchformer.pytorch_decoder_only.
+    in NumPy and the same model in PyTorch (:class:`~scratchformer.pytorch.
     TorchDecoderModel`, autograd on).
 
     Both start from the same float32 weights and take ``steps`` steps on the same batch of
@@ -215,7 +218,7 @@ def text_step_speed(vocab_size=90, *, context=128, batch_size=32, threads=None, 
     from .._threads import blas_threads
     from ..language_model import TextTask
     from ..optim import Adam
-    from ..pytorch_decoder_only import TorchDecoderModel
+    from ..pytorch import TorchDecoderModel
     from ..train import TrainConfig, text_model, train_step
 
     c = TrainConfig(batch_size=batch_size)
@@ -317,11 +320,12 @@ def attention_roofline(n=4096, *, d_model=512, n_heads=8, repeats=3, seed=0):
     from .. import fast_attention as fa
     from .._threads import blas_threads, cores
     from ..multihead import merge_heads
+    from ..pytorch import from_torch
 
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     module = torch.nn.MultiheadAttention(d_model, n_heads, batch_first=True).eval()
-    layer = MultiHeadAttention.from_torch(module)
+    layer = from_torch(module, MultiHeadAttention)
     d_k = d_model // n_heads
     x = rng.standard_normal((1, n, d_model)).astype(np.float32)
     all_q, all_k, all_v = (a[0] for a in layer._split_inputs(x, x))  # (h, n, d_k) each

@@ -1,5 +1,10 @@
-"""The decoder-only model and its KV cache, written again in PyTorch.
+"""The book's models written again from PyTorch's modules and operations: the references the
+NumPy models are checked against.
 
+:class:`TorchEncoderModel` and :class:`TorchEncoderDecoderModel` are built from PyTorch's own
+layers (``nn.TransformerEncoderLayer``, ``nn.TransformerDecoderLayer``, batch first, run one by
+one); :func:`~scratchformer.pytorch.to_torch` makes them from an
+:class:`~scratchformer.EncoderModel` or an :class:`~scratchformer.EncoderDecoderModel`.
 PyTorch has no module for a rotary decoder-only model, so :class:`TorchDecoderModel` writes
 one from PyTorch's operations (``F.linear``, ``F.layer_norm``,
 ``F.scaled_dot_product_attention``), with the same weights as a
@@ -8,8 +13,6 @@ one from PyTorch's operations (``F.linear``, ``F.layer_norm``,
 attends to every cached key. It is the reference that ``tests/test_pytorch_decoder_only.py``
 checks the NumPy model against (logits at every step, in float64) and that
 ``benchmarks/generation_speed.py`` times generation against.
-
-Imported only when asked for: ``import scratchformer`` never imports torch.
 """
 
 from __future__ import annotations
@@ -18,9 +21,84 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .decoder_only import DecoderModel
+from ..decoder_only import DecoderModel
+from ..positional import positional_encoding
 
-__all__ = ["TorchDecoderModel"]
+__all__ = ["TorchDecoderModel", "TorchEncoderDecoderModel", "TorchEncoderModel"]
+
+
+class TorchEncoderModel(torch.nn.Module):
+    """The PyTorch twin of :class:`scratchformer.EncoderModel`.
+
+    Embedding, the same sinusoidal positions, ``nn.TransformerEncoderLayer`` blocks (batch
+    first), a final ``nn.LayerNorm`` for pre-LN models only, and a linear head; ``forward``
+    takes a ``LongTensor`` of shape ``(..., n)`` and returns the logits.
+    """
+
+    def __init__(self, embedding, blocks, final_norm, head):
+        super().__init__()
+        self.embedding = embedding
+        self.blocks = torch.nn.ModuleList(blocks)
+        self.final_norm = final_norm
+        self.head = head
+
+    def forward(self, tokens):
+        """Logits ``(..., n, n_classes)`` of a ``LongTensor`` of token ids ``(..., n)``."""
+        n, d_model = tokens.shape[-1], self.embedding.embedding_dim
+        pe = torch.from_numpy(positional_encoding(n, d_model))
+        x = self.embedding(tokens) + pe.to(self.embedding.weight.dtype)
+        for block in self.blocks:
+            x = block(x)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return self.head(x)
+
+
+class TorchEncoderDecoderModel(torch.nn.Module):
+    """The PyTorch twin of :class:`scratchformer.EncoderDecoderModel`.
+
+    Two embeddings with the same sinusoidal positions, ``nn.TransformerEncoderLayer`` and
+    ``nn.TransformerDecoderLayer`` blocks (batch first) run one by one (``nn.Transformer``
+    would add final layer norms to post-LN stacks too), final ``nn.LayerNorm`` s for pre-LN
+    models only, and a linear head. ``forward(source, target)`` takes ``LongTensor`` s
+    ``(batch, n_s)`` and ``(batch, n_t)`` and builds PyTorch's masks, whose True means
+    *blocked*: padded keys, and the future in the decoder's self-attention.
+    """
+
+    def __init__(self, source_embedding, encoder_blocks, encoder_norm, target_embedding,
+                 decoder_blocks, decoder_norm, head, pad_id):
+        super().__init__()
+        self.source_embedding = source_embedding
+        self.encoder_blocks = torch.nn.ModuleList(encoder_blocks)
+        self.encoder_norm = encoder_norm
+        self.target_embedding = target_embedding
+        self.decoder_blocks = torch.nn.ModuleList(decoder_blocks)
+        self.decoder_norm = decoder_norm
+        self.head = head
+        self.pad_id = pad_id
+
+    def _embed(self, embedding, tokens):
+        pe = torch.from_numpy(positional_encoding(tokens.shape[-1], embedding.embedding_dim))
+        return embedding(tokens) + pe.to(embedding.weight.dtype)
+
+    def forward(self, source, target):
+        """Teacher-forced logits ``(batch, n_t, target_vocab_size)``."""
+        source_pad = source == self.pad_id  # True = blocked
+        target_pad = target == self.pad_id
+        n_t = target.shape[-1]
+        future = torch.ones(n_t, n_t, dtype=torch.bool).triu(1)  # True = blocked
+        x = self._embed(self.source_embedding, source)
+        for block in self.encoder_blocks:
+            x = block(x, src_key_padding_mask=source_pad)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+        y = self._embed(self.target_embedding, target)
+        for block in self.decoder_blocks:
+            y = block(y, x, tgt_mask=future, tgt_key_padding_mask=target_pad,
+                      memory_key_padding_mask=source_pad)
+        if self.decoder_norm is not None:
+            y = self.decoder_norm(y)
+        return self.head(y)
 
 
 def _tensor(array):

@@ -1,8 +1,4 @@
-"""Every conversion between the package's layers and PyTorch's modules, in one place.
-
-Imported only when asked for (``Layer.from_torch``, ``layer.to_torch()``, or this module
-directly): ``import scratchformer`` never imports torch. The book's chapters use PyTorch as the
-reference the NumPy code is checked against, to float64 precision.
+"""Every conversion between the package's layers and PyTorch's modules.
 
 The conversions are exact: the weights are copied, transposed where PyTorch stores ``W^T``
 (``nn.Linear`` computes ``x @ weight.T``) and split where it packs the three input projections
@@ -14,6 +10,11 @@ makes is read back through the tables and compared, so the two directions cannot
 Dropout is never carried over: a converted module computes its evaluation-mode function, and
 modules made here have dropout 0.
 
+Both directions dispatch on the exact type: a subclass computes a function of its own (a
+:class:`~scratchformer.CausalSelfAttention` with rotary positions is not an
+``nn.MultiheadAttention``), so a class without an exact counterpart is refused with the reason,
+never converted to its parent's module.
+
 PyTorch's conventions differ from the book's in ways that matter for a cross-check: its
 boolean attention masks mean "blocked" (the book's mean "may attend"), and ``nn.Transformer``
 adds a final layer norm even after post-LN layers; these converters build the layers alone.
@@ -21,93 +22,22 @@ adds a final layer norm even after post-LN layers; these converters build the la
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
-from .decoder import DecoderBlock
-from .encoder import EncoderBlock
-from .layers import Embedding, FeedForward, LayerNorm, Linear
-from .model import EncoderModel
-from .multihead import MultiHeadAttention
-from .positional import positional_encoding
-from .seq2seq import EncoderDecoderModel
+from ..decoder import DecoderBlock
+from ..decoder_only import CausalSelfAttention, DecoderModel, DecoderOnlyBlock
+from ..encoder import EncoderBlock
+from ..layers import Embedding, FeedForward, LayerNorm, Linear, RMSNorm, SwiGLU
+from ..model import EncoderModel
+from ..module import Layer
+from ..multihead import MultiHeadAttention
+from ..seq2seq import EncoderDecoderModel
+from .twins import TorchDecoderModel, TorchEncoderDecoderModel, TorchEncoderModel
 
-__all__ = ["from_torch", "to_torch", "torch_gradients", "TorchEncoderModel",
-           "TorchEncoderDecoderModel"]
-
-
-class TorchEncoderModel(torch.nn.Module):
-    """The PyTorch twin of :class:`scratchformer.EncoderModel`.
-
-    Embedding, the same sinusoidal positions, ``nn.TransformerEncoderLayer`` blocks (batch
-    first), a final ``nn.LayerNorm`` for pre-LN models only, and a linear head; ``forward``
-    takes a ``LongTensor`` of shape ``(..., n)`` and returns the logits.
-    """
-
-    def __init__(self, embedding, blocks, final_norm, head):
-        super().__init__()
-        self.embedding = embedding
-        self.blocks = torch.nn.ModuleList(blocks)
-        self.final_norm = final_norm
-        self.head = head
-
-    def forward(self, tokens):
-        """Logits ``(..., n, n_classes)`` of a ``LongTensor`` of token ids ``(..., n)``."""
-        n, d_model = tokens.shape[-1], self.embedding.embedding_dim
-        pe = torch.from_numpy(positional_encoding(n, d_model))
-        x = self.embedding(tokens) + pe.to(self.embedding.weight.dtype)
-        for block in self.blocks:
-            x = block(x)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-        return self.head(x)
-
-
-class TorchEncoderDecoderModel(torch.nn.Module):
-    """The PyTorch twin of :class:`scratchformer.EncoderDecoderModel`.
-
-    Two embeddings with the same sinusoidal positions, ``nn.TransformerEncoderLayer`` and
-    ``nn.TransformerDecoderLayer`` blocks (batch first) run one by one (``nn.Transformer``
-    would add final layer norms to post-LN stacks too), final ``nn.LayerNorm`` s for pre-LN
-    models only, and a linear head. ``forward(source, target)`` takes ``LongTensor`` s
-    ``(batch, n_s)`` and ``(batch, n_t)`` and builds PyTorch's masks, whose True means
-    *blocked*: padded keys, and the future in the decoder's self-attention.
-    """
-
-    def __init__(self, source_embedding, encoder_blocks, encoder_norm, target_embedding,
-                 decoder_blocks, decoder_norm, head, pad_id):
-        super().__init__()
-        self.source_embedding = source_embedding
-        self.encoder_blocks = torch.nn.ModuleList(encoder_blocks)
-        self.encoder_norm = encoder_norm
-        self.target_embedding = target_embedding
-        self.decoder_blocks = torch.nn.ModuleList(decoder_blocks)
-        self.decoder_norm = decoder_norm
-        self.head = head
-        self.pad_id = pad_id
-
-    def _embed(self, embedding, tokens):
-        pe = torch.from_numpy(positional_encoding(tokens.shape[-1], embedding.embedding_dim))
-        return embedding(tokens) + pe.to(embedding.weight.dtype)
-
-    def forward(self, source, target):
-        """Teacher-forced logits ``(batch, n_t, target_vocab_size)``."""
-        source_pad = source == self.pad_id  # True = blocked
-        target_pad = target == self.pad_id
-        n_t = target.shape[-1]
-        future = torch.ones(n_t, n_t, dtype=torch.bool).triu(1)  # True = blocked
-        x = self._embed(self.source_embedding, source)
-        for block in self.encoder_blocks:
-            x = block(x, src_key_padding_mask=source_pad)
-        if self.encoder_norm is not None:
-            x = self.encoder_norm(x)
-        y = self._embed(self.target_embedding, target)
-        for block in self.decoder_blocks:
-            y = block(y, x, tgt_mask=future, tgt_key_padding_mask=target_pad,
-                      memory_key_padding_mask=source_pad)
-        if self.decoder_norm is not None:
-            y = self.decoder_norm(y)
-        return self.head(y)
+__all__ = ["NO_COUNTERPART", "from_torch", "to_torch", "torch_gradients"]
 
 
 def _array(tensor):
@@ -210,36 +140,61 @@ def _encoder_model_values(module, get):
 
 
 def _is_feed_forward(module):
-    """An ``nn.Sequential(Linear, ReLU, Linear)``, as :func:`to_torch` makes of FeedForward."""
-    return (isinstance(module, torch.nn.Sequential) and len(module) == 3
-            and isinstance(module[0], torch.nn.Linear) and isinstance(module[1], torch.nn.ReLU)
-            and isinstance(module[2], torch.nn.Linear))
+    """``nn.Sequential(nn.Linear, nn.ReLU, nn.Linear)``, the package's FeedForward."""
+    return (type(module) is torch.nn.Sequential and len(module) == 3
+            and type(module[0]) is torch.nn.Linear and type(module[1]) is torch.nn.ReLU
+            and type(module[2]) is torch.nn.Linear)
+
+
+#: The package's class of each PyTorch module converted, by exact type (a subclass may compute
+#: another function); and the feed-forward network, recognised by its parts.
+_COUNTERPARTS = {
+    torch.nn.MultiheadAttention: MultiHeadAttention,
+    torch.nn.TransformerEncoderLayer: EncoderBlock,
+    torch.nn.TransformerDecoderLayer: DecoderBlock,
+    torch.nn.LayerNorm: LayerNorm,
+    torch.nn.RMSNorm: RMSNorm,
+    torch.nn.Linear: Linear,
+    torch.nn.Embedding: Embedding,
+    TorchEncoderModel: EncoderModel,
+    TorchEncoderDecoderModel: EncoderDecoderModel,
+    TorchDecoderModel: DecoderModel,
+}
+
+
+def _counterpart(module):
+    """The package's class that ``module`` converts to, or a TypeError naming what does."""
+    cls = _COUNTERPARTS.get(type(module))
+    if cls is None and _is_feed_forward(module):
+        cls = FeedForward
+    if cls is None:
+        supported = ", ".join(sorted(t.__name__ for t in _COUNTERPARTS))
+        raise TypeError(f"no conversion from {type(module).__name__} (the exact type); "
+                        f"supported: {supported}, Sequential(Linear, ReLU, Linear)")
+    return cls
+
+
+def _rms_norm_values(module, get):
+    return {"gamma": _array(get(module.weight))}
+
+
+def _decoder_model_values(module, get):
+    # TorchDecoderModel keeps the package's names and layouts ("/" for ".", which PyTorch's
+    # ParameterDict does not allow in a key).
+    return {name.replace("/", "."): _array(get(parameter))
+            for name, parameter in module.params.items()}
 
 
 def _values(module, get):
     """The package's names and values for ``module``'s parameters (or gradients)."""
-    if isinstance(module, torch.nn.MultiheadAttention):
-        return _attention_values(module, get)
-    if isinstance(module, torch.nn.TransformerEncoderLayer):
-        return _encoder_layer_values(module, get)
-    if isinstance(module, TorchEncoderModel):
-        return _encoder_model_values(module, get)
-    if isinstance(module, torch.nn.TransformerDecoderLayer):
-        return _decoder_layer_values(module, get)
-    if isinstance(module, TorchEncoderDecoderModel):
-        return _encoder_decoder_values(module, get)
-    if isinstance(module, torch.nn.LayerNorm):
-        return _layer_norm_values(module, get)
-    if isinstance(module, torch.nn.Linear):
-        return _linear_values(module, get)
-    if isinstance(module, torch.nn.Embedding):
-        return _embedding_values(module, get)
-    if _is_feed_forward(module):
+    cls = _counterpart(module)
+    if cls is FeedForward:
         return _feed_forward_values(module[0], module[2], get)
-    raise TypeError(f"no conversion from {type(module).__name__}; supported: "
-                    "MultiheadAttention, TransformerEncoderLayer, TransformerDecoderLayer, "
-                    "LayerNorm, Linear, Embedding, Sequential(Linear, ReLU, Linear), "
-                    "TorchEncoderModel, TorchEncoderDecoderModel")
+    return {MultiHeadAttention: _attention_values, EncoderBlock: _encoder_layer_values,
+            DecoderBlock: _decoder_layer_values, LayerNorm: _layer_norm_values,
+            RMSNorm: _rms_norm_values, Linear: _linear_values, Embedding: _embedding_values,
+            EncoderModel: _encoder_model_values, EncoderDecoderModel: _encoder_decoder_values,
+            DecoderModel: _decoder_model_values}[cls](module, get)
 
 
 # --- From PyTorch -------------------------------------------------------------------------
@@ -318,28 +273,27 @@ def _empty_encoder_decoder(module, dtype):
 
 def _empty_layer(module):
     """A layer of the package's class for ``module``, of its sizes and dtype."""
-    if not any(accepts(module) for _, accepts in _TWINS.values()):
-        _values(module, _weights)  # raises the TypeError that lists what is supported
+    cls = _counterpart(module)
     dtype = _dtype(module)
-    if isinstance(module, torch.nn.MultiheadAttention):
+    if cls is MultiHeadAttention:
         _check_attention(module)
         return MultiHeadAttention(module.embed_dim, module.num_heads,
                                   bias=module.in_proj_bias is not None, dtype=dtype)
-    if isinstance(module, torch.nn.TransformerEncoderLayer):
+    if cls is EncoderBlock:
         _check_encoder_layer(module)
         return EncoderBlock(module.self_attn.embed_dim, module.self_attn.num_heads,
                             module.linear1.out_features,
                             norm="pre" if module.norm_first else "post",
                             eps=module.norm1.eps, dtype=dtype)
-    if isinstance(module, torch.nn.TransformerDecoderLayer):
+    if cls is DecoderBlock:
         _check_decoder_layer(module)
         return DecoderBlock(module.self_attn.embed_dim, module.self_attn.num_heads,
                             module.linear1.out_features,
                             norm="pre" if module.norm_first else "post",
                             eps=module.norm1.eps, dtype=dtype)
-    if isinstance(module, TorchEncoderDecoderModel):
+    if cls is EncoderDecoderModel:
         return _empty_encoder_decoder(module, dtype)
-    if isinstance(module, TorchEncoderModel):
+    if cls is EncoderModel:
         blocks = list(module.blocks)
         if not blocks:
             raise ValueError("the model has no blocks")
@@ -359,18 +313,18 @@ def _empty_layer(module):
                             n_heads=first.self_attn.num_heads,
                             d_ff=first.linear1.out_features, n_layers=len(blocks), norm=norm,
                             eps=first.norm1.eps, dtype=dtype)
-    if isinstance(module, torch.nn.LayerNorm):
+    if cls is LayerNorm:
         if len(module.normalized_shape) != 1 or module.weight is None or module.bias is None:
             raise ValueError("only a LayerNorm over the last axis, with weight and bias, "
                              "is supported")
         return LayerNorm(module.normalized_shape[0], eps=module.eps, dtype=dtype)
-    if isinstance(module, torch.nn.Linear):
+    if cls is Linear:
         if module.bias is None:
             raise ValueError("only nn.Linear with a bias is supported")
         return Linear(module.in_features, module.out_features, dtype=dtype)
-    if isinstance(module, torch.nn.Embedding):
+    if cls is Embedding:
         return Embedding(module.num_embeddings, module.embedding_dim, dtype=dtype)
-    if _is_feed_forward(module):
+    if cls is FeedForward:
         first, second = module[0], module[2]
         if first.bias is None or second.bias is None:
             raise ValueError("only a feed-forward network whose two nn.Linear have biases "
@@ -379,31 +333,22 @@ def _empty_layer(module):
                                                           first.in_features):
             raise ValueError("the two nn.Linear must map d_model -> d_ff -> d_model")
         return FeedForward(first.in_features, first.out_features, dtype=dtype)
-    raise AssertionError("unreachable: _TWINS and this function list the same modules")
+    if cls is RMSNorm:
+        if len(module.normalized_shape) != 1 or module.weight is None:
+            raise ValueError("only an RMSNorm over the last axis, with a weight, is supported")
+        if module.eps is None:
+            raise ValueError("RMSNorm(eps=None) takes its eps from the input's dtype; give "
+                             "it one (the package's RMSNorm keeps its own)")
+        return RMSNorm(module.normalized_shape[0], eps=module.eps, dtype=dtype)
+    if cls is DecoderModel:
+        config = dataclasses.asdict(module.config)
+        return DecoderModel(**config, dtype=module.dtype)
+    raise AssertionError(f"unreachable: no empty layer for {cls.__name__}")
 
 
 def _block_shape(block):
     return (block.norm_first, block.self_attn.num_heads, block.linear1.out_features,
             block.norm1.eps, block.norm2.eps)
-
-
-#: The PyTorch module each class converts from, and how to recognise it.
-_TWINS = {
-    MultiHeadAttention: ("torch.nn.MultiheadAttention",
-                         lambda m: isinstance(m, torch.nn.MultiheadAttention)),
-    EncoderBlock: ("torch.nn.TransformerEncoderLayer",
-                   lambda m: isinstance(m, torch.nn.TransformerEncoderLayer)),
-    EncoderModel: ("the TorchEncoderModel that EncoderModel.to_torch makes",
-                   lambda m: isinstance(m, TorchEncoderModel)),
-    DecoderBlock: ("torch.nn.TransformerDecoderLayer",
-                   lambda m: isinstance(m, torch.nn.TransformerDecoderLayer)),
-    EncoderDecoderModel: ("the TorchEncoderDecoderModel that EncoderDecoderModel.to_torch "
-                          "makes", lambda m: isinstance(m, TorchEncoderDecoderModel)),
-    LayerNorm: ("torch.nn.LayerNorm", lambda m: isinstance(m, torch.nn.LayerNorm)),
-    Linear: ("torch.nn.Linear", lambda m: isinstance(m, torch.nn.Linear)),
-    Embedding: ("torch.nn.Embedding", lambda m: isinstance(m, torch.nn.Embedding)),
-    FeedForward: ("torch.nn.Sequential(Linear, ReLU, Linear)", _is_feed_forward),
-}
 
 
 def from_torch(module, cls=None):
@@ -419,25 +364,30 @@ def from_torch(module, cls=None):
         ``nn.TransformerDecoderLayer`` (the same) a :class:`~scratchformer.DecoderBlock`;
         ``nn.LayerNorm``, ``nn.Linear``, ``nn.Embedding`` and ``nn.Sequential(Linear, ReLU,
         Linear)`` their counterparts; :class:`TorchEncoderModel` an
-        :class:`~scratchformer.EncoderModel` and :class:`TorchEncoderDecoderModel` an
-        :class:`~scratchformer.EncoderDecoderModel`.
+        :class:`~scratchformer.EncoderModel`, :class:`TorchEncoderDecoderModel` an
+        :class:`~scratchformer.EncoderDecoderModel`, ``nn.RMSNorm`` (with an ``eps``) an
+        :class:`~scratchformer.RMSNorm` and :class:`TorchDecoderModel` a
+        :class:`~scratchformer.DecoderModel`. The exact type decides (a subclass is refused).
     cls : type, optional
-        The class expected (``EncoderBlock.from_torch`` passes its own): a ``TypeError`` if
-        ``module`` converts to another.
+        The class expected: a ``TypeError`` if ``module`` converts to another.
 
     Returns
     -------
     Layer
     """
-    if cls is not None and cls in _TWINS:
-        twin, accepts = _TWINS[cls]
-        if not accepts(module):
-            raise TypeError(f"{cls.__name__}.from_torch expects {twin}, got "
-                            f"{type(module).__name__}")
+    if cls is not None:
+        sources = [f"torch.nn.{t.__name__}" if t.__module__.startswith("torch.") else t.__name__
+                   for t, ours in _COUNTERPARTS.items() if ours is cls]
+        if cls is FeedForward:
+            sources = ["torch.nn.Sequential(Linear, ReLU, Linear)"]
+        if not sources:
+            raise TypeError(f"no PyTorch module converts to {cls.__name__}"
+                            + (f": {NO_COUNTERPART[cls]}" if cls in NO_COUNTERPART else ""))
+        if _counterpart(module) is not cls:
+            raise TypeError(f"{cls.__name__} is converted from {sources[0]}, got "
+                            f"{type(module).__name__} (which converts to "
+                            f"{_counterpart(module).__name__})")
     layer = _empty_layer(module)
-    if cls is not None and not isinstance(layer, cls):
-        raise TypeError(f"{cls.__name__}.from_torch cannot take a {type(module).__name__} "
-                        f"(it converts to {type(layer).__name__})")
     layer.load_parameters(_values(module, _weights))
     return layer
 
@@ -544,9 +494,25 @@ def _encoder_decoder(model, dtype):
         _norm_module(model.decoder_norm, dtype), head, c.pad_id)
 
 
+#: The layers with no exact PyTorch counterpart, and why: converting them to their parent's module
+#: would compute another function silently.
+NO_COUNTERPART = {
+    CausalSelfAttention: "nn.MultiheadAttention has no rotary positions, no grouped keys and "
+                         "values and no cache; the decoder-only model's twin is "
+                         "TorchDecoderModel (to_torch of a DecoderModel)",
+    DecoderOnlyBlock: "PyTorch's layers have no decoder-only block (nn.TransformerDecoderLayer "
+                      "attends to an encoder too); see TorchDecoderModel",
+    SwiGLU: "PyTorch has no SwiGLU module (TorchDecoderModel computes it with F.silu)",
+}
+
+
 def _module(layer, dtype):
-    """A PyTorch module of ``layer``'s type and sizes, holding its weights."""
-    if isinstance(layer, MultiHeadAttention):
+    """A PyTorch module of ``layer``'s exact type and sizes, holding its weights."""
+    kind = type(layer)
+    if kind in NO_COUNTERPART:
+        raise TypeError(f"no PyTorch module computes a {kind.__name__}: "
+                        f"{NO_COUNTERPART[kind]}")
+    if kind is MultiHeadAttention:
         if layer.n_kv_heads != layer.n_heads:
             raise ValueError(f"torch.nn.MultiheadAttention has no grouped-query attention: "
                              f"{layer!r} has n_kv_heads={layer.n_kv_heads} for "
@@ -555,13 +521,13 @@ def _module(layer, dtype):
                                              batch_first=True, dtype=dtype)
         _write_attention(module, layer)
         return module
-    if isinstance(layer, EncoderBlock):
+    if kind is EncoderBlock:
         return _encoder_layer(layer, dtype)
-    if isinstance(layer, DecoderBlock):
+    if kind is DecoderBlock:
         return _decoder_layer(layer, dtype)
-    if isinstance(layer, EncoderDecoderModel):
+    if kind is EncoderDecoderModel:
         return _encoder_decoder(layer, dtype)
-    if isinstance(layer, EncoderModel):
+    if kind is EncoderModel:
         c = layer.config
         embedding = torch.nn.Embedding(c.vocab_size, c.d_model, dtype=dtype)
         _set(embedding.weight, layer.embedding.params["table"])
@@ -573,23 +539,23 @@ def _module(layer, dtype):
         head = torch.nn.Linear(c.d_model, c.n_classes, dtype=dtype)
         _write_linear(head, layer.head.params["w"], layer.head.params["b"])
         return TorchEncoderModel(embedding, blocks, final_norm, head)
-    if isinstance(layer, LayerNorm):
+    if kind is LayerNorm:
         module = torch.nn.LayerNorm(layer.params["gamma"].shape[0], eps=layer.eps, dtype=dtype)
         _write_norm(module, layer)
         return module
-    if isinstance(layer, (Linear, FeedForward)) and not any(k.startswith("b") for k in
+    if kind in (Linear, FeedForward) and not any(k.startswith("b") for k in
                                                             layer.params):
         raise ValueError(f"to_torch converts {type(layer).__name__} with biases only; this "
                          "one has none")
-    if isinstance(layer, Linear):
+    if kind is Linear:
         module = torch.nn.Linear(*layer.params["w"].shape, dtype=dtype)
         _write_linear(module, layer.params["w"], layer.params["b"])
         return module
-    if isinstance(layer, Embedding):
+    if kind is Embedding:
         module = torch.nn.Embedding(*layer.params["table"].shape, dtype=dtype)
         _set(module.weight, layer.params["table"])
         return module
-    if isinstance(layer, FeedForward):
+    if kind is FeedForward:
         if layer.activation != "relu":
             raise ValueError(f"to_torch converts the ReLU network only (Sequential(Linear, "
                              f"ReLU, Linear)); this FeedForward uses {layer.activation!r}")
@@ -599,7 +565,14 @@ def _module(layer, dtype):
                                      torch.nn.Linear(d_ff, d_model, dtype=dtype))
         _write_feed_forward(module[0], module[2], layer)
         return module
-    raise TypeError(f"no PyTorch counterpart for {type(layer).__name__}")
+    if kind is RMSNorm:
+        module = torch.nn.RMSNorm(layer.params["gamma"].shape[0], eps=layer.eps, dtype=dtype)
+        _set(module.weight, layer.params["gamma"])
+        return module
+    if kind is DecoderModel:
+        return TorchDecoderModel(layer)
+    raise TypeError(f"no PyTorch counterpart for {kind.__name__} (the exact type: a "
+                    "subclass computes a function of its own)")
 
 
 def to_torch(layer):
@@ -608,7 +581,18 @@ def to_torch(layer):
     Batch-first wherever PyTorch asks, dropout 0, in evaluation mode (call ``.train()`` for
     autograd through ``nn.TransformerEncoderLayer``, whose evaluation fast path skips it). The
     inverse of :func:`from_torch`: ``from_torch(to_torch(layer))`` has the same parameters.
+
+    The exact type decides: :class:`~scratchformer.MultiHeadAttention` gives
+    ``nn.MultiheadAttention``, :class:`~scratchformer.EncoderBlock` and
+    :class:`~scratchformer.DecoderBlock` PyTorch's encoder and decoder layers,
+    :class:`~scratchformer.LayerNorm`, :class:`~scratchformer.RMSNorm`,
+    :class:`~scratchformer.Linear`, :class:`~scratchformer.Embedding` and the ReLU
+    :class:`~scratchformer.FeedForward` their modules, and the three models their twins
+    (:mod:`scratchformer.pytorch.twins`). A layer in :data:`NO_COUNTERPART` (or a subclass of
+    any of these) raises a ``TypeError`` that says why.
     """
+    if not isinstance(layer, Layer):
+        raise TypeError(f"to_torch converts the package's layers, got {type(layer).__name__}")
     values = {name: owner.params[key] for name, owner, key in layer.named_parameters()}
     if not values:
         raise TypeError(f"no PyTorch counterpart for {type(layer).__name__} (no parameters)")
