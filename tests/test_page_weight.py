@@ -89,3 +89,25 @@ def test_the_icons_are_drawn(browser, site_url, scheme):
     assert blank == []
     assert solid and brands
     assert problems["failed"] == [] and problems["console"] == []
+
+
+@pytest.mark.site
+def test_the_script_no_page_loads_is_not_shipped():
+    """tools/build_book.py drops the theme's fontawesome.js (1.5 MB, and its 1.7 MB map)."""
+    if not (SITE / "index.html").exists():
+        pytest.skip(f"no built site at {SITE}: run `make book` first (`make test` does)")
+    assert not list((SITE / "_static" / "scripts").glob("fontawesome.js*"))
+    assert list((SITE / "_static" / "vendor" / "fontawesome").glob("*.woff2"))  # the fonts stay
+
+
+@pytest.mark.site
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_names_the_book_s_icon(page):
+    """A page without an icon of its own made the browser ask for /favicon.ico: a 404."""
+    path = SITE / page
+    if not path.exists():
+        pytest.skip(f"no built site at {SITE}: run `make book` first (`make test` does)")
+    icons = re.findall(r'<link rel="icon" href="([^"]+)"', path.read_text(encoding="utf-8"))
+    assert len(icons) == 1, icons
+    assert (path.parent / icons[0]).resolve().name == "favicon.svg"
+    assert (path.parent / icons[0]).resolve().is_file()

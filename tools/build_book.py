@@ -215,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"build_book: the build failed (exit status {status})", file=sys.stderr)
         return status
     (BUILD / "html" / ".nojekyll").touch()  # GitHub Pages would hide the _static/ folders
+    drop_unused(BUILD / "html")
     # The notebook each page offers for download, written again on every build from the
     # chapter's source and its executed outputs: plain Jupyter Markdown and an install cell, so
     # that it runs on its own (tools/downloadable.py).
@@ -224,6 +225,25 @@ def main(argv: list[str] | None = None) -> int:
     rewrite_downloadable_notebooks(BUILD / "html" / "_sources", read=executed_notebook)
     FINGERPRINT.write_text(current + "\n")
     return 0
+
+
+# Files the theme copies into the site that no page loads: pydata-sphinx-theme 0.17 ships its
+# Font Awesome script (1.5 MB, with a 1.7 MB source map), but the book theme's pages draw their
+# icons with Font Awesome's web fonts (_static/vendor/fontawesome) and never load the script.
+UNUSED = ("_static/scripts/fontawesome.js", "_static/scripts/fontawesome.js.map",
+          "_static/scripts/fontawesome.js.LICENSE.txt")
+
+
+def drop_unused(site: Path) -> None:
+    """Delete ``UNUSED`` from the built site, after checking that no page refers to them (a
+    theme that starts loading one fails the build here rather than the reader's page)."""
+    pages = [page for page in site.rglob("*.html") if "_static" not in page.parts]
+    for name in UNUSED:
+        file = Path(name).name
+        users = [str(page.relative_to(site)) for page in pages if file in page.read_text()]
+        if users:
+            raise RuntimeError(f"{name} is loaded by {users[:3]}: take it out of UNUSED")
+        (site / name).unlink(missing_ok=True)
 
 
 def executed_notebook(path: Path):
