@@ -72,8 +72,7 @@ def _blas_threads_per_worker():
     if _workers() > 1:
         from scratchformer import _threads
 
-        if _threads.BLAS_THREAD_CONTROL:
-            _threads._SET(blas_share())
+        _threads.set_blas_thread_count(blas_share())
     yield
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -87,3 +89,28 @@ def test_as_many_workers_as_blas_would_use_by_default():
     with blas_threads(1):  # as OPENBLAS_NUM_THREADS=1 would
         parallel_map(lambda i: names.add(threading.current_thread().name), range(4))
     assert names == {threading.current_thread().name}
+
+
+def test_importing_the_package_does_not_probe_blas():
+    """The BLAS probe (which loads BLAS and reads the process's libraries) runs on first use."""
+    code = ("import scratchformer, scratchformer._threads as t; "
+            "print(t._controls.cache_info().currsize); t.blas_thread_count(); "
+            "print(t._controls.cache_info().currsize)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["0", "1"]
+
+
+def test_a_set_count_stays_and_blocks_restore_it():
+    if not _threads.BLAS_THREAD_CONTROL:
+        pytest.skip("no BLAS thread control")
+    before = blas_thread_count()
+    try:
+        _threads.set_blas_thread_count(1)
+        assert blas_thread_count() == 1
+        with blas_threads(2):
+            pass
+        assert blas_thread_count() == 1
+    finally:
+        _threads.set_blas_thread_count(before)

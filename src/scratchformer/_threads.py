@@ -14,7 +14,8 @@ wheels ship, keeps one count for all threads: its ``openblas_set_num_threads_loc
 count too), so the blocks are serialised by a lock, and while one is open BLAS calls from other
 Python threads run on one thread as well; nothing outlives the block. Without OpenBLAS it does
 nothing and :data:`BLAS_THREAD_CONTROL` is False: the results are the same, only slower when
-the threads oversubscribe the cores.
+the threads oversubscribe the cores. The library is looked for on first use, not when the
+package is imported.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import ctypes
+import functools
 import os
 import threading
 
-__all__ = ["BLAS_THREAD_CONTROL", "blas_thread_count", "blas_threads", "cores", "parallel_map",
-           "shares"]
+__all__ = ["BLAS_THREAD_CONTROL", "blas_thread_count", "blas_threads", "cores", "parallel_map",  # noqa: F822 (module __getattr__)
+           "set_blas_thread_count", "shares"]
 
 
 def _find_controls():
@@ -61,9 +63,29 @@ def _find_controls():
     return None, None
 
 
-_SET, _GET = _find_controls()
-BLAS_THREAD_CONTROL = _SET is not None
-"""Whether :func:`blas_threads` can set the number of threads BLAS uses."""
+@functools.cache
+def _controls():
+    """:func:`_find_controls`, on first use (not when the package is imported)."""
+    return _find_controls()
+
+
+def __getattr__(name):
+    # BLAS_THREAD_CONTROL: whether blas_threads can set the number of threads BLAS uses,
+    # found out when first asked (the probe loads BLAS and reads the process's libraries).
+    if name == "BLAS_THREAD_CONTROL":
+        return _controls()[0] is not None
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def set_blas_thread_count(n: int) -> None:
+    """Let BLAS use ``n`` threads from now on (nothing without OpenBLAS): for a process that
+    shares the machine with others, such as a test worker. :func:`blas_threads` restores
+    whatever count was set here."""
+    setter, _ = _controls()
+    if setter is not None:
+        setter(int(n))
+
+
 _BLAS_LOCK = threading.RLock()
 
 
@@ -74,20 +96,22 @@ def blas_threads(n: int):
     One block at a time in the process (a lock); see the module for what that means for other
     threads. Without OpenBLAS this does nothing.
     """
-    if _SET is None:
+    setter, _ = _controls()
+    if setter is None:
         yield
         return
     with _BLAS_LOCK:
-        previous = _SET(int(n))
+        previous = setter(int(n))
         try:
             yield
         finally:
-            _SET(previous)
+            setter(previous)
 
 
 def blas_thread_count() -> int | None:
     """The number of threads BLAS uses now, or None without OpenBLAS."""
-    return None if _GET is None else int(_GET())
+    _, getter = _controls()
+    return None if getter is None else int(getter())
 
 
 def cores() -> int:
