@@ -56,96 +56,13 @@ FOOTER = ('<div style="width:100%;font-size:8px;color:#555;text-align:center;">'
 HEADER = ('<div style="width:100%;font-size:8px;color:#555;text-align:center;">'
           '<span class="title"></span></div>')
 
-# Run first: the single page nests every chapter inside the introduction's table of contents
-# (one ``div.toctree-wrapper`` a part of _toc.yml, the part's caption dropped). Lay it out as a
-# book: the introduction, then each part under its title, its chapters one level below (so the
-# PDF's outline reads part, chapter, section), and a list of contents, linked, where the
-# introduction showed its table of contents.
-BOOK_LAYOUT = """(parts) => {
-  document.documentElement.dataset.theme = 'light';
-  document.documentElement.classList.add('book-pdf');
-  const article = document.querySelector('article.bd-article');
-  const wrappers = [...article.querySelectorAll('div.toctree-wrapper')];
-  if (wrappers.length !== parts.length) {
-    return `${wrappers.length} tables of contents on the page, ${parts.length} parts in _toc.yml`;
-  }
-  const retag = (el, level) => {
-    const heading = document.createElement(`h${Math.min(level, 6)}`);
-    for (const {name, value} of el.attributes) heading.setAttribute(name, value);
-    heading.append(...el.childNodes);
-    el.replaceWith(heading);
-  };
-  const contents = document.createElement('nav');
-  contents.className = 'book-contents';
-  const list = document.createElement('ol');
-  contents.append(list);
-  wrappers[0].before(contents);
-  wrappers.forEach((wrapper, index) => {
-    const part = document.createElement('section');
-    part.className = 'book-part';
-    part.id = `book-part-${index + 1}`;
-    const title = document.createElement('h1');
-    title.textContent = parts[index];
-    part.append(title);
-    const entry = document.createElement('li');
-    entry.innerHTML = `<a href="#${part.id}"></a><ol></ol>`;
-    entry.firstChild.textContent = parts[index];
-    list.append(entry);
-    for (const chapter of wrapper.querySelectorAll(':scope > section')) {
-      const depth = (el) => Number(el.tagName[1]);
-      const top = depth(chapter.querySelector('h1, h2, h3, h4, h5, h6'));
-      for (const h of [...chapter.querySelectorAll('h1, h2, h3, h4, h5, h6')]) {
-        retag(h, depth(h) - top + 2);
-      }
-      const heading = chapter.querySelector('h2');
-      const item = document.createElement('li');
-      item.innerHTML = `<a href="#${chapter.id}"></a>`;
-      item.firstChild.textContent = heading.textContent.replace(/#$/, '');
-      entry.lastChild.append(item);
-      part.append(chapter);
-    }
-    article.append(part);
-    wrapper.remove();
-  });
-  return '';
-}"""
+# The scripts run in the page, each a JavaScript function in its own file (tools/pdf/): first the
+# single page laid out as a book (parts, chapters, a list of contents), then, laid out for
+# print, the wide equations fitted and what would still be cut listed.
+PDF_SCRIPTS = Path(__file__).resolve().parent / "pdf"
+BOOK_LAYOUT = (PDF_SCRIPTS / "book-layout.js").read_text()
 
-# Run in the page laid out for print. Shrinks each too-wide display equation to fit (MathJax's
-# CHTML output is sized in em), then lists what still overflows its box or the page.
-FIT_AND_CHECK = """(smallest) => {
-  const scaled = [];
-  for (const eq of document.querySelectorAll('mjx-container[display="true"]')) {
-    const eqno = eq.parentElement.querySelector(':scope > span.eqno');
-    const box = eq.parentElement.clientWidth - (eqno ? 2 * eqno.offsetWidth + 8 : 0);
-    const wide = eq.firstElementChild ? eq.firstElementChild.getBoundingClientRect().width : 0;
-    if (wide > box && box > 0) {
-      const factor = Math.max(smallest, Math.floor(box / wide * 100 - 1) / 100);
-      const size = parseFloat(getComputedStyle(eq).fontSize);
-      eq.style.fontSize = `${(size * factor).toFixed(2)}px`;
-      const named = eq.closest('[id]');
-      scaled.push({id: named ? named.id : '', factor});
-    }
-  }
-  const article = document.querySelector('article.bd-article') || document.body;
-  const left = article.getBoundingClientRect().left - 1;
-  const limit = article.getBoundingClientRect().right + 1;
-  const selectors = 'mjx-container[display="true"], pre, table, img, figure, div.math';
-  const cut = [...article.querySelectorAll(selectors)].filter((el) => {
-    const r = el.getBoundingClientRect();
-    const math = el.matches('mjx-container') && el.firstElementChild
-      ? el.firstElementChild.getBoundingClientRect() : null;
-    const inner = math ? math.right : r.left + el.scrollWidth;
-    const scrolls = !el.matches('img, figure') && el.scrollWidth > el.clientWidth + 1;
-    return r.width > 0 && (inner > limit || r.right > limit || r.left < left
-                           || (math && math.left < left) || scrolls);
-  });
-  const outermost = cut.filter((el) => !cut.some((other) => other !== el && other.contains(el)));
-  return {scaled, cut: outermost.map((el) => {
-    const named = el.closest('[id]');
-    return `${el.tagName.toLowerCase()} in #${named ? named.id : '?'}: ` +
-           (el.textContent || el.getAttribute('src') || '').trim().slice(0, 60);
-  })};
-}"""
+FIT_AND_CHECK = (PDF_SCRIPTS / "fit-and-check.js").read_text()
 
 
 def find_chromium() -> str | None:
