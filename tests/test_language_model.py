@@ -20,7 +20,8 @@ from scratchformer.language_model import (
     characters_per_token,
     log_probabilities,
 )
-from scratchformer.train import TEXT_MODEL, TrainConfig, main, text_model, train
+from scratchformer.train import TEXT_MODEL, TrainConfig, text_model, train
+from scratchformer.train.cli import main
 
 EOT = "<|endoftext|>"
 

@@ -21,9 +21,9 @@ def test_a_whole_object_is_named_with_its_file():
 
 @pytest.mark.parametrize("option", ["start-at", "start-after", "end-before", "lines"])
 def test_an_excerpt_says_so(option):
-    caption = named_code.caption_for("../src/scratchformer/train.py",
+    caption = named_code.caption_for("../src/scratchformer/train/loop.py",
                                      {"pyobject": "train_step", option: "x"})
-    assert caption == "train_step, in part, from src/scratchformer/train.py"
+    assert caption == "train_step, in part, from src/scratchformer/train/loop.py"
 
 
 def test_an_own_caption_or_a_file_without_object_is_left_alone():

@@ -13,6 +13,7 @@ import pytest
 import scratchformer as sf
 from conftest import training_environment
 from scratchformer import train as tr
+from scratchformer.train import cli
 
 SMALL = tr.TrainConfig(max_steps=120, eval_every=40, n_valid=100, n_test=100,
                        warmup_steps=40, target_accuracy=None)
@@ -119,7 +120,7 @@ def test_command_line_rejects_an_unknown_task():
 
 def test_the_help_states_the_adders_default_positions(capsys):
     with pytest.raises(SystemExit):
-        tr.main(["--help"])
+        cli.main(["--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     default = tr.ADDER_MODEL["positions"]
     assert f"the adder's positions (default {default})" in help_text

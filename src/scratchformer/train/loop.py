@@ -1,0 +1,212 @@
+"""The training loop: a model, a task and the settings of the optimisation, nothing else.
+
+:func:`train` takes any model (a :class:`~scratchformer.Layer`), a task
+(:mod:`scratchformer.tasks`: the data, the held-out sets, the loss and the score) and a
+:class:`TrainConfig` (the optimisation only), so every model of the book trains through the
+same loop, and the loop knows none of them. Training examples are drawn fresh at every step,
+never from the held-out validation and test sets; training stops when the validation accuracy
+reaches a target, after ``max_steps``, or when a budget of process CPU-seconds is spent.
+A seed gives two independent streams (:func:`seed_streams`): the loop draws the held-out sets
+and every batch from the first; the recipes (:mod:`scratchformer.train.recipes`) draw a model's
+initial weights from the second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import numpy as np
+
+from .._validation import positive_int
+from ..module import Layer
+from ..optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
+from ..tasks import Split, Task
+
+__all__ = ["TrainConfig", "TrainResult", "seed_streams", "train_step", "train"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """How to train (the defaults train the book's model); the model and task come apart."""
+
+    batch_size: int = 64
+    max_steps: int = 4000
+    peak_lr: float = 2e-3
+    warmup_steps: int = 200
+    final_lr_fraction: float = 0.1
+    weight_decay: float = 0.01
+    clip_norm: float | None = 1.0  # None: no clipping
+    eval_every: int = 100
+    target_accuracy: float | None = 0.995  # stop once validation reaches it; None: never
+    n_valid: int = 1000
+    n_test: int = 2000
+    seed: int = 0  # draws the held-out sets and every training batch
+    # A budget of process CPU-seconds for the training steps (evaluations not counted): the
+    # decay follows the budget spent instead of the steps, and training stops when it is
+    # spent (or after max_steps). None: the schedule counts steps.
+    cpu_seconds: float | None = None
+
+    def __post_init__(self):
+        for name in ("batch_size", "max_steps", "eval_every", "n_valid", "n_test"):
+            positive_int(getattr(self, name), name)
+        if self.cpu_seconds is not None and not self.cpu_seconds > 0:
+            raise ValueError(f"cpu_seconds must be positive or None, got {self.cpu_seconds}")
+        if not 0 <= self.warmup_steps < self.max_steps:
+            raise ValueError(f"need 0 <= warmup_steps < max_steps, got {self.warmup_steps} "
+                             f"and {self.max_steps}")
+        if not self.peak_lr > 0:
+            raise ValueError(f"peak_lr must be positive, got {self.peak_lr}")
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes
+    ----------
+    model : Layer
+        The trained model (the one passed in, trained in place).
+    history : dict of str to ndarray
+        Per step: ``loss``, ``lr``, ``grad_norm`` (before clipping) and ``cpu_seconds``
+        (spent on training steps so far). Per evaluation: ``eval_step`` (steps done) and
+        ``valid_<score>`` for each of the task's validation scores (``valid_accuracy``
+        always).
+    test : dict of str to float
+        The task's scores on the held-out test set (``accuracy`` and the task's others).
+    steps : int
+        Optimiser steps taken.
+    seconds : float
+        Wall-clock time of the training loop (evaluations included).
+    split : Split or None
+        The held-out validation and test sets the run drew (never trained on).
+    cpu_seconds : float
+        Process CPU time of the training steps alone (no evaluation): the measure of a
+        budget, which another process on the machine does not inflate as it does the clock.
+    """
+
+    model: Layer
+    history: dict
+    test: dict
+    steps: int
+    seconds: float
+    split: Split | None = None
+    cpu_seconds: float = 0.0
+
+    @property
+    def test_accuracy(self):
+        """The task's headline score on the test set, ``test["accuracy"]``."""
+        return self.test["accuracy"]
+
+
+def seed_streams(seed):
+    """The data and the initialisation generators of a seed: two independent streams."""
+    return np.random.default_rng(seed).spawn(2)
+
+
+def train_step(model, optimiser, task, batch, lr, clip_norm=None):
+    """One step of training: forward, loss, backward, clipping, update.
+
+    Parameters
+    ----------
+    model : Layer
+    optimiser : Adam
+    task : Task
+        Computes the loss of ``batch`` and runs the model's backward pass.
+    batch : tuple of ndarray
+        A training batch in the task's format.
+    lr : float
+    clip_norm : float, optional
+        Cap on the gradients' norm; None leaves them as they are.
+
+    Returns
+    -------
+    loss : float
+        The batch's loss before the update.
+    grad_norm : float
+        The gradients' norm before clipping.
+    """
+    loss = task.loss_and_backward(model, batch)  # forward, loss, backward
+    if clip_norm is None:
+        norm = grad_norm(model)
+    else:
+        norm = clip_grad_norm(model, clip_norm)
+    optimiser.step(lr)
+    return loss, norm
+
+
+def train(model, task, config=TrainConfig(), *, log=None):
+    """Train ``model`` on ``task`` in place (see the module's docstring).
+
+    Parameters
+    ----------
+    model : Layer
+        Any model the task knows how to run.
+    task : Task
+    config : TrainConfig
+    log : callable, optional
+        Called with a line of text at every evaluation.
+
+    Returns
+    -------
+    TrainResult
+    """
+    if not isinstance(model, Layer):
+        raise TypeError(f"model must be a scratchformer Layer, got {type(model).__name__}")
+    if not isinstance(task, Task):
+        raise TypeError(f"task must be a scratchformer.tasks.Task, got {type(task).__name__}")
+    c = config
+    data_rng = seed_streams(c.seed)[0]
+    split = task.split(data_rng, c.n_valid, c.n_test)
+    optimiser = Adam(model, weight_decay=c.weight_decay)
+    history = {"loss": [], "lr": [], "grad_norm": [], "cpu_seconds": [], "eval_step": []}
+    start = time.perf_counter()
+    steps, spent, spent_at_warmup = 0, 0.0, 0.0
+    for step in range(c.max_steps):
+        batch = task.sample(data_rng, c.batch_size, split.exclude)
+        if c.cpu_seconds is None:
+            lr = warmup_cosine(step, peak=c.peak_lr, warmup=c.warmup_steps, total=c.max_steps,
+                               final=c.final_lr_fraction)
+        else:
+            if step == c.warmup_steps:
+                spent_at_warmup = spent
+            lr = _budget_lr(step, spent, spent_at_warmup, c)
+        begun = time.process_time()
+        loss, norm = train_step(model, optimiser, task, batch, lr, c.clip_norm)
+        spent += time.process_time() - begun
+        steps = step + 1
+        history["loss"].append(loss)
+        history["lr"].append(lr)
+        history["grad_norm"].append(norm)
+        history["cpu_seconds"].append(spent)
+        out_of_budget = c.cpu_seconds is not None and spent >= c.cpu_seconds
+        if steps % c.eval_every == 0 or steps == c.max_steps or out_of_budget:
+            scores = task.evaluate(model, split.valid)
+            history["eval_step"].append(steps)
+            for name, value in scores.items():
+                history.setdefault(f"valid_{name}", []).append(value)
+            if log is not None:
+                shown = " ".join(f"valid_{name}={value:.4f}" for name, value in scores.items()
+                                 if isinstance(value, float))
+                log(f"step={steps} loss={loss:.4f} {shown} "
+                    f"seconds={time.perf_counter() - start:.1f}")
+            if c.target_accuracy is not None and scores["accuracy"] >= c.target_accuracy:
+                break
+        if out_of_budget:
+            break
+    seconds = time.perf_counter() - start
+    return TrainResult(model=model, history={k: np.asarray(v) for k, v in history.items()},
+                       test=task.evaluate(model, split.test), steps=steps, seconds=seconds,
+                       split=split, cpu_seconds=spent)
+
+
+def _budget_lr(step, spent, spent_at_warmup, c):
+    """The rate of a budgeted run: warm-up over steps, then the cosine decay over the share
+    of the budget left after the warm-up that has been spent."""
+    if step < c.warmup_steps:
+        return c.peak_lr * (step + 1) / c.warmup_steps
+    left = c.cpu_seconds - spent_at_warmup
+    progress = 1.0 if left <= 0 else min(1.0, (spent - spent_at_warmup) / left)
+    cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
+    return c.peak_lr * (c.final_lr_fraction + (1.0 - c.final_lr_fraction) * cosine)
