@@ -43,10 +43,12 @@ def _execute_in_store(chapter: str, seed: int, store: str) -> str | None:
     return execute(chapter, seed)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def outcomes(request):
     """(chapter, seed) -> None or the error of the cell that failed: every pair this session
-    selected (``-k translation`` selects one chapter's five), executed two at a time."""
+    selected (``-k translation`` selects one chapter's five), executed two at a time, once
+    (session-scoped: a pytest-xdist worker that runs a test of another module between two of
+    these would otherwise tear a module's fixture down and execute every pair again)."""
     store = ROOT / "_build" / ".runs"
     store.mkdir(parents=True, exist_ok=True)
     pairs = [(item.callspec.params["chapter"], item.callspec.params["seed"])
