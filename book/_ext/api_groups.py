@@ -47,6 +47,19 @@ def _title(module):
     return first.split(": ")[0].rstrip(".")
 
 
+def _doc_comment(module_name, name):
+    """The ``#:`` comment above ``name`` in the module that defines it, as lines, or None.
+
+    autodoc reads such comments from the module it is told the name lives in; for data that a
+    package re-exports from one of its modules (``scratchformer.train.BOOK_MODEL``, defined in
+    ``scratchformer.train.recipes``) that is the package, whose source does not hold them."""
+    from sphinx.pycode import ModuleAnalyzer
+
+    docs = ModuleAnalyzer.for_module(module_name).find_attr_docs()
+    lines = docs.get(("", name))
+    return [line for line in lines if line.strip()] if lines else None
+
+
 def _directive(obj):
     if inspect.isclass(obj):
         return "autoclass", ["   :members:"]
@@ -88,7 +101,13 @@ class ApiGroups(SphinxDirective):
                       f"Defined in ``{module_name}``.", ""]
             for name in groups[module_name]:
                 kind, options = _directive(getattr(package, name))
-                lines += [f".. {kind}:: {package.__name__}.{name}", *options, ""]
+                documented = f"{package.__name__}.{name}"
+                comment = _doc_comment(module_name, name) if kind == "autodata" else None
+                if comment is not None:  # data re-exported from another module of the package
+                    lines += [f".. py:data:: {documented}", "",
+                              *(f"   {line}" for line in comment), ""]
+                else:
+                    lines += [f".. {kind}:: {documented}", *options, ""]
         container = nodes.section()
         container.document = self.state.document
         nested_parse_with_titles(self.state, StringList(lines, source="api-groups"), container)

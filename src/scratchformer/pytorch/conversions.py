@@ -588,7 +588,7 @@ def to_torch(layer):
     :class:`~scratchformer.LayerNorm`, :class:`~scratchformer.RMSNorm`,
     :class:`~scratchformer.Linear`, :class:`~scratchformer.Embedding` and the ReLU
     :class:`~scratchformer.FeedForward` their modules, and the three models their twins
-    (:mod:`scratchformer.pytorch.twins`). A layer in :data:`NO_COUNTERPART` (or a subclass of
+    (``scratchformer.pytorch.twins``). A layer in :data:`NO_COUNTERPART` (or a subclass of
     any of these) raises a ``TypeError`` that says why.
     """
     if not isinstance(layer, Layer):
