@@ -20,10 +20,19 @@ from scratchformer.attention import attention_backward, attention_kernel
 from scratchformer.pytorch import to_torch, torch_gradients
 
 FD_TOLERANCE = 1e-6
+# The rounding noise of central differences at eps = 1e-5: about 1e-11 times the loss an
+# entry; an absolute error below this is all a finite difference can resolve.
+FD_NOISE = 1e-8
 
 
 def assert_gradients_match(pairs, zero=()):
-    """Relative error below FD_TOLERANCE for every gradient; ``zero`` names must vanish."""
+    """Relative error below FD_TOLERANCE for every gradient, or (for a small gradient, whose
+    relative error the finite differences' rounding dominates) every entry within FD_NOISE of
+    the numeric one, as for the tiny gradients below; ``zero`` names must vanish.
+
+    A gradient of norm 1.3e-3 of a tied model showed a relative error of 2.4e-6 at eps = 1e-5,
+    3.0e-7 at 1e-4 and 2.6e-5 at 1e-6: rounding (growing as eps shrinks), not the backward
+    pass, whose entries were within 1e-9 of the numeric ones."""
     assert pairs
     for name, (analytic, numeric) in pairs.items():
         assert analytic.shape == numeric.shape, name
@@ -37,7 +46,9 @@ def assert_gradients_match(pairs, zero=()):
             assert np.abs(analytic).max() < 1e-12, name
             continue
         error = sf.relative_error(analytic, numeric)
-        assert error < FD_TOLERANCE, f"{name}: relative error {error:.2e}"
+        worst = np.abs(analytic - numeric).max()
+        assert error < FD_TOLERANCE or worst < FD_NOISE, (
+            f"{name}: relative error {error:.2e}, largest difference {worst:.1e}")
 
 
 def assert_tiny_gradients_match(pairs, zero=()):
@@ -45,13 +56,13 @@ def assert_tiny_gradients_match(pairs, zero=()):
 
     Such a gradient (a ReLU of ``d_ff = 2`` barely on, say) is within reach of the rounding
     noise of finite differences, about 1e-11 times the loss an entry, where a relative error
-    says nothing; an absolute error below 1e-8 is asked instead.
+    says nothing; an absolute error below FD_NOISE is asked instead.
     """
     tiny = [name for name, (_, numeric) in pairs.items()
             if 0 < np.linalg.norm(numeric) < 1e-3 and name not in zero]
     for name in tiny:
         analytic, numeric = pairs.pop(name)
-        assert np.abs(analytic - numeric).max() < 1e-8, name
+        assert np.abs(analytic - numeric).max() < FD_NOISE, name
 
 
 # d_model = n_heads * d_k >= 4: layer norm over 2 features maps every token to about

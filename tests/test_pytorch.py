@@ -157,7 +157,8 @@ def _layer_classes():
     import pkgutil
 
     for info in pkgutil.walk_packages(sf.__path__, "scratchformer."):
-        importlib.import_module(info.name)
+        if not info.name.endswith(".__main__"):  # a command, which runs when imported
+            importlib.import_module(info.name)
     found, todo = set(), [sf.Layer]
     while todo:
         for sub in todo.pop().__subclasses__():
