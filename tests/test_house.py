@@ -85,6 +85,26 @@ def cycles(graph):
     return groups
 
 
+def test_every_relative_import_names_a_module_of_the_package():
+    """Imports inside functions run only when called: one left pointing at a module that moved
+    (``from .language_model`` in a subpackage) would fail in a reader's hands, not at import."""
+    missing = []
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        here = parts[:-1]  # the package the module is in (a package's __init__: itself)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = PACKAGE.parent.joinpath(*here[:len(here) - node.level + 1])
+                target = base.joinpath(*(node.module or "").split(".")) if node.module else base
+                names = [] if node.module else [alias.name for alias in node.names]
+                found = target.with_suffix(".py").exists() or (target / "__init__.py").exists()
+                found = found and all((target / f"{n}.py").exists() or (target / n).is_dir()
+                                      for n in names)
+                if not found:
+                    missing.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert missing == []
+
+
 def test_the_package_imports_without_a_cycle():
     graph = import_graph()
     assert {"scratchformer.module", "scratchformer.pytorch.conversions"} <= graph.keys()

