@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import notebooks  # tools/notebooks.py
 import pytest
 import yaml
 from bs4 import BeautifulSoup
@@ -25,8 +26,6 @@ pytestmark = pytest.mark.site  # reads the built book in _build/html
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "_build" / "html"
 SOURCES = SITE / "_sources"
-sys.path.insert(0, str(ROOT / "tools"))
-import notebooks  # noqa: E402  (tools/notebooks.py)
 
 # Chapters of _toc.yml with code: each has a downloadable notebook.
 CHAPTERS = [page.relative_to(ROOT).with_suffix("").as_posix() for page in notebooks.chapters()]

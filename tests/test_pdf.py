@@ -12,10 +12,11 @@ from __future__ import annotations
 import html.parser
 import json
 import re
-import sys
 import unicodedata
 from pathlib import Path
 
+import book_pdf  # book/_ext/book_pdf.py
+import build_pdf  # tools/build_pdf.py
 import pytest
 import yaml
 
@@ -23,10 +24,6 @@ from conftest import _unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "_build" / "html"
-sys.path.insert(0, str(ROOT / "book" / "_ext"))
-sys.path.insert(0, str(ROOT / "tools"))
-import book_pdf  # noqa: E402  (book/_ext/book_pdf.py)
-import build_pdf  # noqa: E402  (tools/build_pdf.py)
 
 PDF = SITE / book_pdf.PDF_NAME
 RAW_TEX = ("\\frac", "\\sqrt", "$$", "\\begin", "\\end{", "\\mathrm", "\\left", "\\(", "\\[")

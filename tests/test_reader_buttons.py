@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import nbformat
+import notebooks  # tools/notebooks.py
 import pytest
 import yaml
 
@@ -23,8 +24,6 @@ CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 REPOSITORY = CONFIG["repository"]["url"].rstrip("/")
 BRANCH = CONFIG["repository"]["branch"]
 ORG, REPO = urlparse(REPOSITORY).path.strip("/").split("/")
-sys.path.insert(0, str(ROOT / "tools"))
-import notebooks  # noqa: E402  (tools/notebooks.py)
 
 # Tests that read the built book in _build/html carry the marker `site` (make unit skips them).
 site = pytest.mark.site
@@ -173,7 +172,6 @@ def test_the_install_cell_asks_for_pytorch_only_where_the_chapter_uses_it():
 def test_the_workflow_publishes_the_branch_the_buttons_open():
     """The publishing workflow builds the book, then puts its chapters' notebooks, as the only
     commit, on the branch the launch buttons open."""
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
     import launch_notebooks
 
     workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "pages.yml").read_text())

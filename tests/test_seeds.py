@@ -20,15 +20,13 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from seed_sweep import SEEDED_CHAPTERS, execute  # tools/seed_sweep.py
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
-from seed_sweep import SEEDED_CHAPTERS, execute  # noqa: E402
 
 # One worker of pytest-xdist runs them all (``make test`` passes --dist loadgroup): the fixture
 # below executes every selected pair in a pool of its own, once.

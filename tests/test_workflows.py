@@ -6,7 +6,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -73,7 +72,6 @@ def test_pages_publishes_main_with_least_privilege():
 
 def test_make_test_and_ci_build_the_pdf():
     """CI runs `make test`, which builds the PDF (after the book) before the tests read it."""
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
     import book_pdf
 
     assert book_pdf.PDF_NAME == PDF_NAME
