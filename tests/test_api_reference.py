@@ -40,7 +40,7 @@ def test_the_model_and_the_tooling_have_sections_of_their_own(api_page):
     assert [re.sub("<.*?>", "", h) for h in headings] == [
         "The model and its training: scratchformer",
         "The book’s tooling: scratchformer.book",
-        "PyTorch conversions: scratchformer.pytorch"]
+        "PyTorch: scratchformer.pytorch"]
     sections = re.findall(r"<h3>(.*?)<a", api_page)
     assert len(sections) >= 15  # one per module that exports something
     model_part = api_page[:api_page.index("<h2>The book’s tooling")]
@@ -53,6 +53,12 @@ def test_docstrings_link_back_to_the_chapters_that_derive_them(api_page):
     chapters = set(re.findall(r'href="(\w+)\.html"', api_page))
     assert {"scaled_dot_product_attention", "multi_head_attention", "positional_encoding",
             "transformer_block", "recurrence", "scaling", "failure_cases"} <= chapters
+
+
+def test_signatures_show_defaults_as_written(api_page):
+    """``dtype=np.float64``, not the repr ``dtype=<class 'numpy.float64'>`` (21 signatures)."""
+    assert "&lt;class" not in api_page
+    assert "dtype=np.float64" in re.sub(r"<.*?>", "", api_page)
 
 
 def test_equations_and_shapes_are_rendered(api_page):
