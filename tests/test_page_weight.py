@@ -97,7 +97,7 @@ def test_the_script_no_page_loads_is_not_shipped():
     if not (SITE / "index.html").exists():
         pytest.skip(f"no built site at {SITE}: run `make book` first (`make test` does)")
     assert not list((SITE / "_static" / "scripts").glob("fontawesome.js*"))
-    assert list((SITE / "_static" / "vendor" / "fontawesome").glob("*.woff2"))  # the fonts stay
+    assert list((SITE / "_static" / "vendor" / "fontawesome").rglob("*.woff2"))  # the fonts stay
 
 
 @pytest.mark.site

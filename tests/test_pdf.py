@@ -130,6 +130,21 @@ def test_every_page_links_to_the_book_pdf():
 
 
 @pytest.mark.site
+def test_the_book_and_the_page_have_icons_of_their_own():
+    """The download menu offers the book's PDF and the page printed as PDF: two entries, which
+    one icon for both made look the same."""
+    page = SITE / "book" / "scaling.html"
+    if not page.exists():
+        pytest.skip("no built site: run `make book` first (`make test` does)")
+    menu = page.read_text(encoding="utf-8")
+    icon = r'title="{}"[^>]*>\s*<span class="btn__icon-container">\s*<i class="([^"]+)"'
+    book = re.search(icon.format(re.escape(book_pdf.TOOLTIP)), menu)
+    printed = re.search(icon.format("Print to PDF"), menu)
+    assert book and printed, "the two PDF entries of the download menu"
+    assert book.group(1) == "fas fa-book" and printed.group(1) != book.group(1)
+
+
+@pytest.mark.site
 def test_the_pdf_holds_every_chapter_title_and_no_raw_tex(text, squashed, record_property):
     from pypdf import PdfReader
 

@@ -19,7 +19,7 @@ def book_pdf_button(pathto) -> dict:
         "url": pathto(PDF_NAME, 1),
         "text": "book .pdf",
         "tooltip": TOOLTIP,
-        "icon": "fas fa-file-pdf",
+        "icon": "fas fa-book",  # the page's own .pdf (printing it) has fa-file-pdf
         "label": "download-book-pdf-button",
     }
 
