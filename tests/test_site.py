@@ -240,3 +240,25 @@ def test_the_exercise_named_in_a_solution_s_bar_opens_the_solution(browser, site
         page.context.close()
     assert after == before, "the click followed the link instead of opening the solution"
     assert problems["pageerror"] == [] and problems["console"] == []
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_citation_lands_on_its_entry_marked_and_readable(browser, site_url, axe_source,
+                                                           scheme):
+    """A click on a citation opens the bibliography at the entry, framed, and the framed entry
+    (its links included) passes axe-core's contrast rules."""
+    page, problems = visit(browser, site_url, "book/scaling.html", scheme=scheme)
+    try:
+        page.locator("a[href^='bibliography.html#']").first.click(timeout=TAP_TIMEOUT)
+        page.wait_for_url("**/book/bibliography.html#*", timeout=TAP_TIMEOUT)
+        entry = page.evaluate("""() => { const e = document.querySelector(':target');
+            const style = e && getComputedStyle(e);
+            return e && {cls: e.className, outline: style.outlineStyle,
+                         top: e.getBoundingClientRect().top}; }""")
+        faults = accessibility_faults(page, axe_source)
+    finally:
+        page.context.close()
+    assert entry and entry["cls"] == "citation" and entry["outline"] == "solid", entry
+    assert 0 <= entry["top"] < 800, "the entry is not on the screen"
+    assert faults == [], "\n".join(faults)
+    assert problems["pageerror"] == [] and problems["console"] == []
