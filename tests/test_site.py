@@ -262,3 +262,17 @@ def test_a_citation_lands_on_its_entry_marked_and_readable(browser, site_url, ax
     assert 0 <= entry["top"] < 800, "the entry is not on the screen"
     assert faults == [], "\n".join(faults)
     assert problems["pageerror"] == [] and problems["console"] == []
+
+
+def test_the_phone_drawer_opens_at_the_current_chapter(browser, site_url):
+    """On the last chapter the list would open at its top, the chapter 1,500 px below."""
+    last = toc_pages()[-1].removeprefix("book/")
+    page, problems = visit(browser, site_url, f"book/{last}", {"width": 375, "height": 700},
+                           touch=True)
+    try:
+        reader_toggle(page, "primary").tap(timeout=TAP_TIMEOUT)
+        current = page.locator("nav.bd-docs-nav a.current").filter(visible=True)
+        expect(current).to_be_in_viewport(ratio=1, timeout=TAP_TIMEOUT)
+    finally:
+        page.context.close()
+    assert problems["pageerror"] == [] and problems["console"] == []

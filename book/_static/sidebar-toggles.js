@@ -28,9 +28,35 @@
     });
   }
 
+  // The chapter list opened as a drawer showed its top, the current chapter often screens
+  // below (chapter 20 at 1,500 px on a phone). Scroll the list, not the page, to show it.
+  function showCurrentChapter() {
+    const links = [...document.querySelectorAll("nav.bd-docs-nav a.current")];
+    const link = links.find((a) => a.getClientRects().length);  // the one in the open drawer
+    if (!link) {
+      return;
+    }
+    let box = link.parentElement;
+    while (box && !(box.scrollHeight > box.clientHeight + 1
+                    && /(auto|scroll)/.test(getComputedStyle(box).overflowY))) {
+      box = box.parentElement;
+    }
+    if (!box || box === document.documentElement || box === document.body) {
+      return;
+    }
+    const offset = link.getBoundingClientRect().top - box.getBoundingClientRect().top;
+    if (offset < 0 || offset > box.clientHeight - link.offsetHeight) {
+      box.scrollTop += offset - box.clientHeight / 3;
+    }
+  }
+
   function setUp() {
     handOnClicks(".primary-toggle");
     handOnClicks(".secondary-toggle");
+    document.querySelectorAll(".primary-toggle").forEach((toggle) => {
+      // after the themes' own handlers have opened the drawer
+      toggle.addEventListener("click", () => requestAnimationFrame(showCurrentChapter));
+    });
   }
 
   if (document.readyState === "loading") {
