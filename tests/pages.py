@@ -164,6 +164,34 @@ def figure_faults(page, width) -> list[str]:
             f"(draw it for the column): {alt}..." for alt, scale in small]
 
 
+# -- Tables: one wider than its column scrolls in its box, and shows that it does
+
+TABLES = """() => [...document.querySelectorAll('article table')].map(table => {
+  const box = table.parentElement, style = getComputedStyle(box);
+  return {text: table.textContent.trim().slice(0, 50), className: box.className,
+          over: Math.max(table.scrollWidth, table.getBoundingClientRect().width)
+                - box.clientWidth,
+          scrolls: box.scrollWidth > box.clientWidth + 1, overflowX: style.overflowX,
+          scrollbar: style.scrollbarWidth, mask: style.maskImage || style.webkitMaskImage,
+          atStart: box.scrollLeft <= 1};
+})"""
+
+
+def table_faults(page) -> list[str]:
+    """A table wider than its box must sit in one that scrolls (nothing cut), keeps its
+    scrollbar, and fades on the side where the table goes on (scroll-cues.js, book.css)."""
+    faults = []
+    for table in page.evaluate(TABLES):
+        if table["over"] <= TOLERANCE:
+            continue
+        if not table["scrolls"] or table["overflowX"] not in ("auto", "scroll"):
+            faults.append(f"table cut at the column's edge: {table['text']!r}")
+        elif table["scrollbar"] == "none" or "gradient" not in (table["mask"] or "") or (
+                table["atStart"] and "more-right" not in table["className"]):
+            faults.append(f"table scrolls without showing it: {table['text']!r}")
+    return faults
+
+
 # -- Formulas: each seen whole, on the screen and on paper
 
 WIDTHS = {"desktop": 1280, "phone": 375}

@@ -23,6 +23,7 @@ import pytest
 
 from pages import (
     PAGES,
+    TABLES,
     WIDTHS,
     accessibility_faults,
     figure_faults,
@@ -31,6 +32,7 @@ from pages import (
     measure_formulas,
     print_faults,
     printed,
+    table_faults,
     toc_pages,
     visit,
     wait_for_mathjax,
@@ -55,6 +57,7 @@ def test_page(browser, site_url, axe_source, path, viewport, scheme):
         faults = load_faults(page, problems, scheme)
         loaded = len(problems["pageerror"])
         faults += figure_faults(page, WIDTHS[viewport])
+        faults += table_faults(page)
         if viewport == "desktop":
             faults += accessibility_faults(page, axe_source)
         faults += formula_faults(measure_formulas(page), viewport)  # opens every fold
@@ -276,3 +279,23 @@ def test_the_phone_drawer_opens_at_the_current_chapter(browser, site_url):
     finally:
         page.context.close()
     assert problems["pageerror"] == [] and problems["console"] == []
+
+
+def test_the_table_check_finds_wide_tables_and_catches_a_cut_one(browser, site_url):
+    """On a phone the translation chapter's wide tables pass; the same tables fail once their
+    box hides what overflows, or once the fade is gone."""
+    page, _ = visit(browser, site_url, "book/translation.html", "phone")
+    try:
+        wide = [t for t in page.evaluate(TABLES) if t["over"] > 1]
+        passed = table_faults(page)
+        page.evaluate("""() => document.querySelectorAll('div.pst-scrollable-table-container')
+            .forEach(box => box.classList.remove('more-right'))""")
+        unmarked = table_faults(page)
+        page.evaluate("""() => document.querySelectorAll('div.pst-scrollable-table-container')
+            .forEach(box => { box.style.overflowX = 'hidden'; })""")
+        cut = table_faults(page)
+    finally:
+        page.context.close()
+    assert wide and passed == []
+    assert len(unmarked) == len(wide) and "without showing it" in unmarked[0]
+    assert len(cut) == len(wide) and "cut at the column's edge" in cut[0]
