@@ -31,7 +31,7 @@ settings.load_profile(PROFILE)
 
 def examples(n: int):
     """``settings(max_examples=n)`` in the full profile; a fifth of ``n`` (at least 5) in dev."""
-    return settings(max_examples=n if PROFILE == "full" else max(5, round(n * PROFILES[PROFILE])))
+    return settings(max_examples=max(min(n, 5), round(n * PROFILES[PROFILE])))
 
 
 def _workers() -> int:
@@ -41,11 +41,9 @@ def _workers() -> int:
 
 def blas_share() -> int:
     """BLAS threads for one test process: the cores divided among pytest-xdist's workers."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores // _workers())
+    from scratchformer._threads import cores
+
+    return max(1, cores() // _workers())
 
 
 def training_environment() -> dict[str, str]:

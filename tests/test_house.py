@@ -36,26 +36,41 @@ def run_python(code):
 PACKAGE = Path(sf.__file__).parent
 
 
-def import_graph(package=PACKAGE):
-    """Each module of the package and the package's modules it imports, anywhere in its code
-    (inside functions too), read from the source."""
+def package_modules(package=PACKAGE):
+    """Each module of the package by its dotted name, and its source file."""
     modules = {}
     for path in package.rglob("*.py"):
         parts = list(path.relative_to(package.parent).with_suffix("").parts)
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph = {}
+    return modules
+
+
+def imports(modules):
+    """``(module, line, relative, target, names)`` for every import in the modules' code
+    (inside functions too), resolved to dotted names: ``from .x import a`` in
+    ``scratchformer.y`` gives the target ``scratchformer.x`` and the names
+    ``[scratchformer.x.a]`` (``a`` may be a name of the module rather than a module); for
+    ``from . import a`` the target is None (only the names are imported, each a module)."""
     for name, path in modules.items():
-        here = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-        found = set()
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
-                base = here.split(".")[:len(here.split(".")) - node.level + 1] if node.level \
-                    else []
-                target = ".".join(base + ([node.module] if node.module else []))
-                found |= {target} | {f"{target}.{alias.name}" for alias in node.names}
+                base = here[:len(here) - node.level + 1] if node.level else []
+                package = ".".join(base + ([node.module] if node.module else []))
+                yield (name, node.lineno, node.level > 0, package if node.module else None,
+                       [f"{package}.{alias.name}" for alias in node.names])
             elif isinstance(node, ast.Import):
-                found |= {alias.name for alias in node.names}
-        graph[name] = {m for m in found if m in modules and m != name}
+                for alias in node.names:
+                    yield name, node.lineno, False, alias.name, []
+
+
+def import_graph(package=PACKAGE):
+    """Each module of the package and the package's modules it imports, anywhere in its code
+    (inside functions too), read from the source."""
+    modules = package_modules(package)
+    graph = {name: set() for name in modules}
+    for name, _, _, target, names in imports(modules):
+        graph[name] |= {m for m in (target, *names) if m in modules and m != name}
     return graph
 
 
@@ -88,20 +103,10 @@ def cycles(graph):
 def test_every_relative_import_names_a_module_of_the_package():
     """Imports inside functions run only when called: one left pointing at a module that moved
     (``from .language_model`` in a subpackage) would fail in a reader's hands, not at import."""
-    missing = []
-    for path in PACKAGE.rglob("*.py"):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        here = parts[:-1]  # the package the module is in (a package's __init__: itself)
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level:
-                base = PACKAGE.parent.joinpath(*here[:len(here) - node.level + 1])
-                target = base.joinpath(*(node.module or "").split(".")) if node.module else base
-                names = [] if node.module else [alias.name for alias in node.names]
-                found = target.with_suffix(".py").exists() or (target / "__init__.py").exists()
-                found = found and all((target / f"{n}.py").exists() or (target / n).is_dir()
-                                      for n in names)
-                if not found:
-                    missing.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    modules = package_modules()
+    missing = [f"{name}:{line}" for name, line, relative, target, names in imports(modules)
+               if relative and (target not in modules if target else
+                                not set(names) <= modules.keys())]
     assert missing == []
 
 

@@ -237,10 +237,11 @@ UNUSED = ("_static/scripts/fontawesome.js", "_static/scripts/fontawesome.js.map"
 def drop_unused(site: Path) -> None:
     """Delete ``UNUSED`` from the built site, after checking that no page refers to them (a
     theme that starts loading one fails the build here rather than the reader's page)."""
-    pages = [page for page in site.rglob("*.html") if "_static" not in page.parts]
+    pages = {str(page.relative_to(site)): page.read_text() for page in site.rglob("*.html")
+             if "_static" not in page.parts}
     for name in UNUSED:
         file = Path(name).name
-        users = [str(page.relative_to(site)) for page in pages if file in page.read_text()]
+        users = [page for page, text in pages.items() if file in text]
         if users:
             raise RuntimeError(f"{name} is loaded by {users[:3]}: take it out of UNUSED")
         (site / name).unlink(missing_ok=True)
