@@ -157,3 +157,22 @@ def axe_source():
         _unavailable(f"axe-core is not installed at {AXE} (make test installs it with npm)",
                      "CI must run the accessibility audit")
     return AXE.read_text(encoding="utf-8")
+
+
+def layer_classes():
+    """Every Layer class the package defines, each of its modules imported first."""
+    import importlib
+    import pkgutil
+
+    import scratchformer as sf
+
+    for info in pkgutil.walk_packages(sf.__path__, "scratchformer."):
+        if not info.name.endswith(".__main__"):  # a command, which runs when imported
+            importlib.import_module(info.name)
+    found, todo = set(), [sf.Layer]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__module__.startswith("scratchformer.") and sub not in found:
+                found.add(sub)
+                todo.append(sub)
+    return found

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import scratchformer as sf
+from conftest import layer_classes
 from scratchformer.train import TrainConfig, book_model, train
 
 
@@ -304,6 +305,70 @@ def test_inference_contexts_nest():
             assert not layer.saves_for_backward
         assert not layer.saves_for_backward  # the outer block is still inferring
     assert layer.saves_for_backward
+
+
+# ---- a subclass keeps its base's contract ------------------------------------------------
+
+def contract_faults(sub, base, methods=("forward", "backward")):
+    """Where ``sub`` cannot stand in for ``base``: a parameter of the base's method that the
+    subclass's lacks, takes in another way (positional, keyword-only) or with another
+    default, or a new parameter that a caller of the base could not leave out."""
+    import inspect
+
+    faults = []
+    for method in methods:
+        if not (hasattr(base, method) and hasattr(sub, method)):
+            continue
+        theirs = inspect.signature(getattr(base, method)).parameters
+        ours = inspect.signature(getattr(sub, method)).parameters
+        for name, given in theirs.items():
+            mine = ours.get(name)
+            if mine is None or mine.kind != given.kind or mine.default != given.default:
+                faults.append(f"{sub.__name__}.{method}: {name} ({given} in "
+                              f"{base.__name__}, {mine} here)")
+        faults += [f"{sub.__name__}.{method}: a new parameter {name} without a default"
+                   for name, mine in ours.items()
+                   if name not in theirs and mine.default is mine.empty
+                   and mine.kind not in (mine.VAR_POSITIONAL, mine.VAR_KEYWORD)]
+    return faults
+
+
+def test_every_layer_that_subclasses_a_layer_keeps_its_call():
+    """A subclass is used where its base is expected (``isinstance``): a ``forward`` that
+    drops the base's arguments (``CausalSelfAttention`` was a ``MultiHeadAttention`` whose
+    ``forward`` took no mask and no context) breaks the code that trusts the base. Bases
+    that are not layers one calls (``AttentionHeads``, ``ConfiguredModel``) define no
+    ``forward`` and so bind nothing."""
+    pairs = [(sub, base) for sub in layer_classes() for base in sub.__mro__[1:]
+             if base is not sf.Layer and issubclass(base, sf.Layer)
+             and "forward" in {name for cls in base.__mro__ if cls is not sf.Layer
+                               for name in vars(cls)}]
+    assert [fault for sub, base in pairs for fault in contract_faults(sub, base)] == []
+    assert not issubclass(sf.CausalSelfAttention, sf.MultiHeadAttention)
+    assert "forward" not in vars(sf.AttentionHeads)
+
+
+def test_the_contract_check_finds_a_dropped_argument():
+    class Asks(sf.Layer):
+        def forward(self, x, mask=None, context=None):
+            return x
+
+    class Drops(Asks):
+        def forward(self, x, *, cache=None, layer=0):
+            return x
+
+    class Keeps(Asks):
+        def forward(self, x, mask=None, context=None, *, cache=None):
+            return x
+
+    class Needs(Asks):
+        def forward(self, x, mask=None, context=None, *, cache):
+            return x
+
+    assert len(contract_faults(Drops, Asks)) == 2  # mask and context
+    assert contract_faults(Keeps, Asks) == []
+    assert contract_faults(Needs, Asks) == ["Needs.forward: a new parameter cache without a "
+                                            "default"]
 
 
 # ---- configurations ----------------------------------------------------------------------

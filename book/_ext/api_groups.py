@@ -62,6 +62,10 @@ def _doc_comment(module_name, name):
 
 def _directive(obj):
     if inspect.isclass(obj):
+        if any(base.__name__ == "AttentionHeads" for base in obj.__mro__[1:]):
+            # MultiHeadAttention and CausalSelfAttention: each entry shows the methods the
+            # two share (backward above all), not the Layer methods every layer has
+            return "autoclass", ["   :members:", "   :inherited-members: Layer"]
         return "autoclass", ["   :members:"]
     if callable(obj):
         return "autofunction", []

@@ -45,7 +45,7 @@ from .layers import (
 )
 from .model import EncoderModel, cross_entropy
 from .module import Layer
-from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .multihead import AttentionHeads, MultiHeadAttention, merge_heads, split_heads
 from .optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
 from .positional import frequencies, positional_encoding, rotation_matrix
 from .rotary import half_split_permutation, rope, rope_backward, rope_half_split
@@ -81,6 +81,7 @@ __all__ = [
     "LayerNorm",
     "Linear",
     "ModelConfig",
+    "AttentionHeads",
     "MultiHeadAttention",
     "RMSNorm",
     "Split",

@@ -27,14 +27,14 @@ from .config import FEED_FORWARDS, NORMALIZATIONS, NORMS, ConfiguredModel, Decod
 from .generation import KVCache, generate
 from .layers import Embedding, FeedForward, LayerNorm, Linear, RMSNorm, SwiGLU
 from .module import Layer
-from .multihead import MultiHeadAttention, merge_heads
+from .multihead import AttentionHeads, merge_heads
 from .positional import BASE, positional_encoding
 from .rotary import rope, rope_backward
 
 __all__ = ["CausalSelfAttention", "DecoderOnlyBlock", "DecoderModel"]
 
 
-class CausalSelfAttention(MultiHeadAttention):
+class CausalSelfAttention(AttentionHeads):
     """Multi-head self-attention under the causal mask, with RoPE if asked, and a KV cache.
 
     Parameters
@@ -57,11 +57,14 @@ class CausalSelfAttention(MultiHeadAttention):
 
     Notes
     -----
+    Not a :class:`~scratchformer.MultiHeadAttention` (it takes no mask and no context): the
+    two share :class:`~scratchformer.AttentionHeads`, its projections, heads and backward.
     A forward that saves for backward reads a whole sequence from position 0; its backward is
-    that of :class:`~scratchformer.MultiHeadAttention` with the rotation's backward (the
-    inverse rotation, :func:`scratchformer.rope_backward`) applied to the queries' and keys'
-    gradients. A forward with a cache runs inside :meth:`~scratchformer.Layer.inference`
-    only: the new tokens sit at positions ``cache.position`` onwards.
+    :meth:`AttentionHeads.backward <scratchformer.AttentionHeads.backward>` with the
+    rotation's backward (the inverse rotation, :func:`scratchformer.rope_backward`) applied
+    to the queries' and keys' gradients. A forward with a cache runs inside
+    :meth:`~scratchformer.Layer.inference` only: the new tokens sit at positions
+    ``cache.position`` onwards.
     """
 
     def __init__(self, d_model, n_heads, *, rotary=False, bias=True, n_kv_heads=None,
@@ -99,13 +102,12 @@ class CausalSelfAttention(MultiHeadAttention):
         -------
         ndarray, shape (..., n, d_model)
         """
-        if cache is None:
-            x = features(x, self.d_model, "x", min_ndim=2)
-            return super().forward(x, mask=causal_mask(x.shape[-2]))
+        x = features(x, self.d_model, "x", min_ndim=2)
+        if cache is None:  # the whole sequence, from position 0
+            return self._multi_head(x, x, causal_mask(x.shape[-2]), cross=False)
         if self.saves_for_backward:
             raise RuntimeError("a KV cache serves generation: run the model inside "
                                "inference() (no backward pass goes through a cache)")
-        x = features(x, self.d_model, "x", min_ndim=2)
         # q: (..., h, n, d_k); k, v: (..., h_kv, n, d_k), h_kv = n_kv_heads
         q, k, v = super()._split_inputs(x, x)
         q, k = self._rotate(q, k, cache.position)
@@ -124,7 +126,7 @@ class CausalSelfAttention(MultiHeadAttention):
         return rope(q, positions, base=self.rope_base), rope(k, positions, base=self.rope_base)
 
     def _split_inputs(self, x, context):
-        # The parent's forward (a whole sequence, from position 0) calls this.
+        # A forward without a cache (a whole sequence, from position 0) calls this.
         q, k, v = super()._split_inputs(x, context)
         return (*self._rotate(q, k, 0), v)
 

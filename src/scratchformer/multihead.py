@@ -16,7 +16,7 @@ from .fast_attention import fast_attention, fast_attention_output
 from .layers import _affine_grads
 from .module import Layer
 
-__all__ = ["MultiHeadAttention", "split_heads", "merge_heads"]
+__all__ = ["AttentionHeads", "MultiHeadAttention", "split_heads", "merge_heads"]
 
 PARAMETER_NAMES = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
 
@@ -69,56 +69,15 @@ def merge_heads(x):
     return x.reshape(*batch, n, h * d_k)  # (..., n, d_model)
 
 
-class MultiHeadAttention(Layer):
-    r"""Multi-head scaled dot-product attention, in the ``x @ W`` convention.
+class AttentionHeads(Layer):
+    """What :class:`MultiHeadAttention` and :class:`~scratchformer.CausalSelfAttention` share:
+    the four projections, the split into heads, grouped keys and values, the attention of
+    every head and the backward pass.
 
-    Parameters
-    ----------
-    d_model : int
-        Width of the tokens, divisible by ``n_heads``.
-    n_heads : int
-        Number of heads ``h``; each works in ``d_k = d_model // h`` dimensions.
-    bias : bool, default True
-        Whether the four projections have biases.
-    n_kv_heads : int, optional
-        Grouped-query attention (Ainslie et al., 2023): only ``n_kv_heads`` heads of keys and
-        values, each shared by a group of ``n_heads / n_kv_heads`` consecutive query heads
-        (query head ``i`` reads key/value head ``i // (n_heads / n_kv_heads)``, the layout
-        of Llama and of ``transformers``' ``repeat_kv``). Must divide ``n_heads``. Default
-        ``n_heads``: multi-head attention, every head its own keys and values; 1 is
-        multi-query attention (Shazeer, 2019).
-    rng : numpy.random.Generator, optional
-        Source of the initial weights (Glorot-uniform, biases zero). Default: a generator
-        seeded with 0, so that a layer made without one is still reproducible.
-    dtype : floating dtype, default float64
-        Dtype of the parameters.
-
-    Attributes
-    ----------
-    params : dict of str to ndarray
-        ``w_q``, ``w_o`` of shape ``(d_model, d_model)``, ``w_k``, ``w_v`` of shape
-        ``(d_model, n_kv_heads * d_k)`` (square unless grouped) and, with ``bias=True``,
-        ``b_q``, ``b_k``, ``b_v``, ``b_o`` of the matching widths. Plain arrays: read and
-        write them directly.
-
-    Notes
-    -----
-    .. math::
-        \begin{gathered}
-        \operatorname{head}_i = \operatorname{Attention}(Q_i, K_i, V_i), \\
-        Q_i = X W_Q^{(i)} + b_Q^{(i)}, \quad K_i = C W_K^{(i)} + b_K^{(i)}, \\
-        V_i = C W_V^{(i)} + b_V^{(i)}, \\
-        \operatorname{MHA}(X, C) = [\operatorname{head}_1, \dots, \operatorname{head}_h]\,
-        W_O + b_O
-        \end{gathered}
-
-    where :math:`C = X` for self-attention and :math:`W^{(i)}` is the ``i``-th block of
-    ``d_k`` columns of ``W``. PyTorch's ``nn.MultiheadAttention`` stores the transposes:
-    ``in_proj_weight`` is ``[W_Q^T; W_K^T; W_V^T]`` stacked, of shape ``(3 d_model, d_model)``,
-    and ``out_proj.weight`` is ``W_O^T``; :func:`scratchformer.pytorch.to_torch` and
-    :func:`~scratchformer.pytorch.from_torch` convert.
-    Derived in the chapter
-    :doc:`Multi-head attention </book/multi_head_attention>`.
+    A base class, built only through those two: each has its own ``forward`` (cross-attention
+    and masks in one, the causal mask, RoPE and a KV cache in the other), and neither is the
+    other's subtype. The parameters and their initialisation are those of
+    :class:`MultiHeadAttention`.
     """
 
     def __init__(self, d_model, n_heads, *, bias=True, n_kv_heads=None, rng=None,
@@ -164,41 +123,10 @@ class MultiHeadAttention(Layer):
         without grouping; ``2 d_model^2 + 2 d_model * n_kv_heads * d_k`` (+ biases) with."""
         return super().num_parameters
 
-    def __repr__(self):
-        dtype = self.params["w_q"].dtype
-        kv = f", n_kv_heads={self.n_kv_heads}" if self.n_kv_heads != self.n_heads else ""
-        return (f"MultiHeadAttention(d_model={self.d_model}, n_heads={self.n_heads}{kv}, "
-                f"bias={self.bias}, dtype={dtype})")
-
-    def forward(self, x, mask=None, context=None):
-        """Attend from the tokens of ``x`` to those of ``context``.
-
-        Parameters
-        ----------
-        x : array_like, shape (..., n_q, d_model)
-            The tokens that ask (queries).
-        mask : array_like of bool or float, optional
-            Broadcasts to ``(..., h, n_q, n_k)``: ``(n_q, n_k)`` for every
-            sequence and head, ``(batch, 1, 1, n_k)`` for padding. Boolean
-            True = may attend; a float mask is added to the scores (``-inf``
-            blocks). Semantics of
-            :func:`scratchformer.scaled_dot_product_attention`, fully masked
-            rows included.
-        context : array_like, shape (..., n_k, d_model), optional
-            The tokens attended to (keys and values), for cross-attention.
-            Default: ``x`` (self-attention).
-
-        Returns
-        -------
-        out : ndarray, shape (..., n_q, d_model)
-            After the call, ``attention_weights`` holds every head's weights,
-            shape ``(..., h, n_q, n_k)``; inside
-            :meth:`~scratchformer.Layer.inference` they are
-            not formed (None), which saves their memory and time for long
-            sequences (PyTorch's ``need_weights=False``).
-        """
-        cross = context is not None
-        x, context, mask = self._check(x, mask, context)
+    def _multi_head(self, x, context, mask, *, cross):
+        """Every head's attention from the checked ``x`` (..., n_q, d_model) to ``context``
+        (..., n_k, d_model; ``x`` itself for self-attention) under ``mask`` (broadcast to the
+        scores), projected out; saves what :meth:`backward` needs when it may be called."""
         # q: (..., h, n, d_k); k, v: (..., h_kv, n, d_k), h_kv = n_kv_heads
         q, k, v = self._split_inputs(x, context)
         # (..., h, n, d_k) each: every key/value head repeated for its group
@@ -217,7 +145,7 @@ class MultiHeadAttention(Layer):
         return self._project_output(merged)
 
     def backward(self, d_out):
-        r"""Gradients for the last :meth:`forward`'s inputs; sets ``grads``.
+        r"""Gradients for the inputs of the last ``forward`` (of the subclass); sets ``grads``.
 
         Parameters
         ----------
@@ -352,6 +280,96 @@ class MultiHeadAttention(Layer):
         if self.bias:
             y += self.params[f"b_{which}"]
         return y
+
+
+class MultiHeadAttention(AttentionHeads):
+    r"""Multi-head scaled dot-product attention, in the ``x @ W`` convention.
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the tokens, divisible by ``n_heads``.
+    n_heads : int
+        Number of heads ``h``; each works in ``d_k = d_model // h`` dimensions.
+    bias : bool, default True
+        Whether the four projections have biases.
+    n_kv_heads : int, optional
+        Grouped-query attention (Ainslie et al., 2023): only ``n_kv_heads`` heads of keys and
+        values, each shared by a group of ``n_heads / n_kv_heads`` consecutive query heads
+        (query head ``i`` reads key/value head ``i // (n_heads / n_kv_heads)``, the layout
+        of Llama and of ``transformers``' ``repeat_kv``). Must divide ``n_heads``. Default
+        ``n_heads``: multi-head attention, every head its own keys and values; 1 is
+        multi-query attention (Shazeer, 2019).
+    rng : numpy.random.Generator, optional
+        Source of the initial weights (Glorot-uniform, biases zero). Default: a generator
+        seeded with 0, so that a layer made without one is still reproducible.
+    dtype : floating dtype, default float64
+        Dtype of the parameters.
+
+    Attributes
+    ----------
+    params : dict of str to ndarray
+        ``w_q``, ``w_o`` of shape ``(d_model, d_model)``, ``w_k``, ``w_v`` of shape
+        ``(d_model, n_kv_heads * d_k)`` (square unless grouped) and, with ``bias=True``,
+        ``b_q``, ``b_k``, ``b_v``, ``b_o`` of the matching widths. Plain arrays: read and
+        write them directly.
+
+    Notes
+    -----
+    .. math::
+        \begin{gathered}
+        \operatorname{head}_i = \operatorname{Attention}(Q_i, K_i, V_i), \\
+        Q_i = X W_Q^{(i)} + b_Q^{(i)}, \quad K_i = C W_K^{(i)} + b_K^{(i)}, \\
+        V_i = C W_V^{(i)} + b_V^{(i)}, \\
+        \operatorname{MHA}(X, C) = [\operatorname{head}_1, \dots, \operatorname{head}_h]\,
+        W_O + b_O
+        \end{gathered}
+
+    where :math:`C = X` for self-attention and :math:`W^{(i)}` is the ``i``-th block of
+    ``d_k`` columns of ``W``. PyTorch's ``nn.MultiheadAttention`` stores the transposes:
+    ``in_proj_weight`` is ``[W_Q^T; W_K^T; W_V^T]`` stacked, of shape ``(3 d_model, d_model)``,
+    and ``out_proj.weight`` is ``W_O^T``; :func:`scratchformer.pytorch.to_torch` and
+    :func:`~scratchformer.pytorch.from_torch` convert.
+    Derived in the chapter
+    :doc:`Multi-head attention </book/multi_head_attention>`.
+    """
+
+    def __repr__(self):
+        dtype = self.params["w_q"].dtype
+        kv = f", n_kv_heads={self.n_kv_heads}" if self.n_kv_heads != self.n_heads else ""
+        return (f"MultiHeadAttention(d_model={self.d_model}, n_heads={self.n_heads}{kv}, "
+                f"bias={self.bias}, dtype={dtype})")
+
+    def forward(self, x, mask=None, context=None):
+        """Attend from the tokens of ``x`` to those of ``context``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n_q, d_model)
+            The tokens that ask (queries).
+        mask : array_like of bool or float, optional
+            Broadcasts to ``(..., h, n_q, n_k)``: ``(n_q, n_k)`` for every
+            sequence and head, ``(batch, 1, 1, n_k)`` for padding. Boolean
+            True = may attend; a float mask is added to the scores (``-inf``
+            blocks). Semantics of
+            :func:`scratchformer.scaled_dot_product_attention`, fully masked
+            rows included.
+        context : array_like, shape (..., n_k, d_model), optional
+            The tokens attended to (keys and values), for cross-attention.
+            Default: ``x`` (self-attention).
+
+        Returns
+        -------
+        out : ndarray, shape (..., n_q, d_model)
+            After the call, ``attention_weights`` holds every head's weights,
+            shape ``(..., h, n_q, n_k)``; inside
+            :meth:`~scratchformer.Layer.inference` they are
+            not formed (None), which saves their memory and time for long
+            sequences (PyTorch's ``need_weights=False``).
+        """
+        cross = context is not None
+        x, context, mask = self._check(x, mask, context)
+        return self._multi_head(x, context, mask, cross=cross)
 
     def _check(self, x, mask, context):
         x = features(x, self.d_model, "x", min_ndim=2,
