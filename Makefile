@@ -57,13 +57,13 @@ $(TEXTS): tools/text/package.json tools/text/package-lock.json
 texts: $(TEXTS)
 
 book: $(READY) $(TEXTS)
-	$(BIN)/python tools/build_book.py
+	$(BIN)/python -m tools.build_book
 
 # The whole book as one PDF, _build/html/transformer-from-first-principles.pdf, which every page
 # links to: a single-page build from the execution cache of `make book` (nothing re-executed),
 # printed by Chromium. Without Chromium it says so and builds nothing (under CI it fails).
 pdf: book
-	$(BIN)/python tools/build_pdf.py
+	$(BIN)/python -m tools.build_pdf
 
 # What a contributor runs after each edit: ruff, then every package test not marked slow (the
 # training runs, the training commands, the comparisons that load transformers), the property
@@ -83,7 +83,7 @@ test: lint pdf $(LINT) $(AXE)
 	$(PYTEST) --dist loadgroup
 
 # The training chapters executed with seeds 0 to 4: every claim they assert must hold for each
-# (tests/test_seeds.py; part of `make test`). tools/seed_sweep.py reports each claim's margins.
+# (tests/test_seeds.py; part of `make test`). python -m tools.seed_sweep reports each claim's margins.
 seeds: $(READY) $(TEXTS)
 	$(BIN)/python -m pytest tests/test_seeds.py
 

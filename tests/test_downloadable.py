@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 import nbformat
-import notebooks  # tools/notebooks.py
 import pytest
 import yaml
 from bs4 import BeautifulSoup
+from tools import notebooks
 
 pytestmark = pytest.mark.site  # reads the built book in _build/html
 
@@ -373,7 +373,7 @@ def test_a_fresh_jupyter_lacks_what_the_install_cell_installs(readers):
 def test_the_rewriting_of_a_cell_without_the_build():
     """The conversion itself, on a cell of every kind of markup, with no site to resolve
     cross-references against (as for a notebook that was never executed)."""
-    import downloadable
+    from tools import downloadable
 
     glue = {"ratio": {"text/plain": "3.14159"}, "name": {"text/plain": "'beam'"}}
     converter = downloadable.Converter(None, "book/x", glue)
@@ -396,12 +396,9 @@ def test_the_rewriting_of_a_cell_without_the_build():
 
 def myst_notebook(page: str):
     """The chapter as MyST-NB reads it, before any rewriting (tools/build_book.py's reader)."""
-    import importlib.util
+    from tools import build_book
 
-    spec = importlib.util.spec_from_file_location("build_book", ROOT / "tools" / "build_book.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
-    return build._read_notebook(ROOT / f"{page}.md")
+    return build_book._read_notebook(ROOT / f"{page}.md")
 
 
 @pytest.mark.parametrize("page", [page for page in CHAPTERS
@@ -409,7 +406,7 @@ def myst_notebook(page: str):
 def test_every_glued_value_is_formatted_as_on_the_page(page):
     """Every {glue:text} of the chapter, in the order of the page, gives the text of the page's
     pasted value at that place (the glued outputs are the downloaded notebook's own)."""
-    import downloadable
+    from tools import downloadable
 
     notebook = downloaded(page)
     converter = downloadable.Converter(None, page, downloadable.glued_values(notebook))

@@ -16,9 +16,9 @@ import unicodedata
 from pathlib import Path
 
 import book_pdf  # book/_ext/book_pdf.py
-import build_pdf  # tools/build_pdf.py
 import pytest
 import yaml
+from tools import build_pdf
 
 from conftest import _unavailable
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import nbformat
-import notebooks  # tools/notebooks.py
 import pytest
 import yaml
+from tools import notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "_build" / "html"
@@ -179,7 +179,7 @@ def test_the_workflow_publishes_the_branch_the_buttons_open():
     steps = workflow["jobs"]["build"]["steps"]
     runs = [step.get("run", "") for step in steps]
     build = next(i for i, run in enumerate(runs) if "make pdf" in run)
-    publish = next(i for i, run in enumerate(runs) if "python tools/notebooks.py" in run)
+    publish = next(i for i, run in enumerate(runs) if "python -m tools.notebooks" in run)
     assert build < publish
     branch = launch_notebooks.NOTEBOOKS_BRANCH
     assert f"git push --force origin {branch}" in runs[publish]

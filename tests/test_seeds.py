@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 import pytest
-from seed_sweep import SEEDED_CHAPTERS, execute  # tools/seed_sweep.py
+from tools.seed_sweep import SEEDED_CHAPTERS, execute
 
 ROOT = Path(__file__).resolve().parent.parent
 

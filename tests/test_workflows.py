@@ -79,7 +79,7 @@ def test_make_test_and_ci_build_the_pdf():
     prerequisites = {line.split(":")[0]: line.split(":", 1)[1].split()
                      for line in makefile.splitlines() if re.match(r"^[a-z]+:", line)}
     assert "pdf" in prerequisites["test"] and "book" in prerequisites["pdf"]
-    assert "tools/build_pdf.py" in makefile
+    assert "-m tools.build_pdf" in makefile
     assert "make test" in (ROOT / ".ci" / "run").read_text()
 
 

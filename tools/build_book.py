@@ -8,12 +8,14 @@ differs from that of the last successful build, clears the cache and rebuilds ev
 
 Before Sphinx reads the chapters, the chapters the cache lacks are executed in parallel, two at
 a time (the machine has two cores; each kernel's BLAS gets one thread), and stored in the cache
-the way MyST-NB stores them; Sphinx then finds every chapter cached. Chapters that measure speed
-(``TIMED``) are executed after the others, alone, with BLAS's default threads, so that no other
-chapter runs while they time. A chapter that fails here is left to the Sphinx build, which
-executes it again and reports the error as usual.
+the way MyST-NB stores them. The chapters whose text rests on a quiet machine with every core
+(``ALONE``) are left out of that pass: the Sphinx build executes them, one after another once the
+pass is over, with BLAS's default threads. A chapter that fails in the pass stops the build
+there: the chapters not yet started are not started, the error is printed, and Sphinx does not
+run (it would execute the chapter again only to print the same error minutes later). A kernel
+that does not start is not the chapter's error: that chapter is left to the Sphinx build.
 
-Usage: ``python tools/build_book.py [--serial]`` (``make book`` calls it; ``--serial`` leaves all
+Usage: ``python -m tools.build_book [--serial]`` (``make book`` calls it; ``--serial`` leaves all
 execution to Sphinx, one chapter after another). Exits with the build's status.
 """
 
@@ -40,8 +42,13 @@ KERNEL_CONFIG = 'c.InlineBackend.figure_formats = {"retina"}\n'
 CACHE = BUILD / ".jupyter_cache"
 TIMES = BUILD / ".execution-seconds.json"  # each chapter's last execution time: longest first
 WORKERS = 2
-# Chapters that time code: executed alone, after the others, with BLAS's default threads.
-TIMED = ("book/appendix_speed.md", "book/kv_cache.md", "book/decoding.md")
+#: The chapters the Sphinx build executes, alone and with BLAS's default threads, after the
+#: parallel pass: the appendix on speed measures what every core gives, the KV cache's chapter
+#: plots seconds per token, and decoding's prints each search's milliseconds. The other
+#: chapters that time code say nothing a second kernel beside them changes: the tokenizer
+#: counts CPU-seconds, the chapter on long sequences and the one on training report their
+#: interleaved rounds or their run's seconds as what this build measured.
+ALONE = ("book/appendix_speed.md", "book/kv_cache.md", "book/decoding.md")
 ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                                       "MKL_NUM_THREADS")}
 
@@ -63,11 +70,8 @@ def fingerprint(root: Path = ROOT) -> str:
 def chapters(root: Path = ROOT) -> list[Path]:
     """The chapters of ``_toc.yml`` that hold code cells, in the order of the table of contents
     (the walk of ``tools/notebooks.py``)."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        from notebooks import toc_pages
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
+    from .notebooks import toc_pages
+
     return [path for path in toc_pages(root)
             if path.exists() and "```{code-cell}" in path.read_text()]
 
@@ -83,9 +87,10 @@ def _read_notebook(path: Path):
     return read_myst_markdown_notebook(path.read_text(), config=config, path=path)
 
 
-def _execute(path: str, env: dict) -> tuple[str, str | None, float, str | None]:
+def _execute(path: str, env: dict) -> tuple[str, str | None, float, str | None, bool]:
     """Execute one chapter in a fresh kernel (in a worker process): the executed notebook as
-    JSON, or None and the traceback.
+    JSON, or None and the traceback, and whether the error is the chapter's own (a cell
+    raised) rather than the kernel's.
 
     The kernel talks over Unix sockets, not TCP ports: two kernels started at the same moment
     by two workers cannot then pick the same port (which left one kernel silent until
@@ -123,21 +128,24 @@ def _execute(path: str, env: dict) -> tuple[str, str | None, float, str | None]:
                 manager.shutdown_kernel(now=True)
             shutil.rmtree(sockets, ignore_errors=True)
         if result.err is not None:
-            return path, None, result.time, result.exc_string
-        return path, nbformat.writes(notebook), result.time, None
-    return path, None, time.perf_counter() - started, failure
+            return path, None, result.time, result.exc_string, True
+        return path, nbformat.writes(notebook), result.time, None, False
+    return path, None, time.perf_counter() - started, failure, False
 
 
-def _outcome(future, path: Path) -> tuple[str, str | None, float, str | None]:
+def _outcome(future, path: Path) -> tuple[str, str | None, float, str | None, bool]:
     """A worker's result, or its crash as a failure the Sphinx build will report."""
     try:
         return future.result()
     except Exception as error:  # e.g. the worker process died
-        return str(path), None, 0.0, repr(error)
+        return str(path), None, 0.0, repr(error), False
 
 
-def execute_missing(env: dict) -> None:
-    """Execute the chapters the cache lacks, in parallel, and add them to the cache."""
+def execute_missing(env: dict) -> list[tuple[str, str]]:
+    """Execute the chapters the cache lacks, in parallel, and add them to the cache.
+
+    Returns the chapters whose own code failed, each with its traceback (plain text). After
+    the first such failure no further chapter is started (the ones running finish)."""
     import nbformat
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
@@ -150,21 +158,28 @@ def execute_missing(env: dict) -> None:
         except KeyError:
             missing.append(path)
     if not missing:
-        return
+        return []
     times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
     key = lambda path: -times.get(str(path.relative_to(ROOT)), 0.0)  # noqa: E731
-    timed = [p for p in missing if str(p.relative_to(ROOT)) in TIMED]
-    pooled = sorted((p for p in missing if p not in timed), key=key)
-    print(f"build_book: executing {len(missing)} chapters ({WORKERS} at a time, then "
-          f"{len(timed)} alone)", flush=True)
+    alone = [p for p in missing if str(p.relative_to(ROOT)) in ALONE]
+    pooled = sorted((p for p in missing if p not in alone), key=key)
+    print(f"build_book: executing {len(pooled)} chapters, {WORKERS} at a time (the Sphinx "
+          f"build then executes {len(alone)} alone)", flush=True)
 
-    def store(path: str, notebook: str | None, seconds: float, error: str | None) -> None:
+    failed = []
+
+    def store(path: str, notebook: str | None, seconds: float, error: str | None,
+              chapter_error: bool) -> None:
         name = str(Path(path).relative_to(ROOT))
         if error is not None:
             plain = __import__("re").sub(r"\x1b\[[0-9;]*m", "", error).strip()
             last = plain.splitlines()[-1] if plain else "no message"
-            print(f"build_book: {name} failed after {seconds:.1f} s ({last}); the Sphinx "
-                  f"build will execute it again and report the error", flush=True)
+            if chapter_error:
+                print(f"build_book: {name} failed after {seconds:.1f} s ({last})", flush=True)
+                failed.append((name, plain))
+            else:
+                print(f"build_book: {name}: the kernel failed ({last}); the Sphinx build "
+                      f"will execute the chapter again", flush=True)
             return
         cache.cache_notebook_bundle(
             CacheBundleIn(nbformat.reads(notebook, as_version=4), path,
@@ -177,10 +192,14 @@ def execute_missing(env: dict) -> None:
     with concurrent.futures.ProcessPoolExecutor(WORKERS, mp_context=context) as pool:
         futures = {pool.submit(_execute, str(p), env | ONE_THREAD): p for p in pooled}
         for future in concurrent.futures.as_completed(futures):
+            if future.cancelled():
+                continue
             store(*_outcome(future, futures[future]))
-        for path in timed:
-            store(*_outcome(pool.submit(_execute, str(path), env), path))
+            if failed:  # fail fast: start nothing more
+                for other in futures:
+                    other.cancel()
     TIMES.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
+    return failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,8 +226,14 @@ def main(argv: list[str] | None = None) -> int:
     (ipython_dir / "profile_default").mkdir(parents=True, exist_ok=True)
     (ipython_dir / "profile_default" / "ipython_kernel_config.py").write_text(KERNEL_CONFIG)
     env["IPYTHONDIR"] = str(ipython_dir)
-    if not serial:
-        execute_missing(env)
+    if not serial and (failed := execute_missing(env)):
+        FINGERPRINT.unlink(missing_ok=True)  # the next build starts from scratch again
+        for name, traceback in failed:
+            print(f"\n{name} failed:\n{traceback}\n", file=sys.stderr)
+        print(f"build_book: the build stops: {', '.join(name for name, _ in failed)} failed "
+              f"in the parallel pass (the chapters not started were not executed)",
+              file=sys.stderr)
+        return 1
     status = subprocess.run(command, cwd=ROOT, env=env).returncode
     if status != 0:
         FINGERPRINT.unlink(missing_ok=True)  # the next build starts from scratch again
@@ -219,8 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     # The notebook each page offers for download, written again on every build from the
     # chapter's source and its executed outputs: plain Jupyter Markdown and an install cell, so
     # that it runs on its own (tools/downloadable.py).
-    sys.path.insert(0, str(ROOT / "tools"))
-    from downloadable import rewrite_downloadable_notebooks
+    from .downloadable import rewrite_downloadable_notebooks
 
     rewrite_downloadable_notebooks(BUILD / "html" / "_sources", read=executed_notebook)
     FINGERPRINT.write_text(current + "\n")

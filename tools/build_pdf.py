@@ -10,7 +10,7 @@ fails if anything (an equation, a code line, a table, a figure) would still be c
 margin. The PDF is written into the website, ``_build/html/<PDF_NAME>``, which every page
 links to (``book/_ext/book_pdf.py``).
 
-Usage: ``python tools/build_pdf.py`` after ``tools/build_book.py`` (``make pdf`` runs both).
+Usage: ``python -m tools.build_pdf`` after ``python -m tools.build_book`` (``make pdf`` runs both).
 Without Chromium it says so and exits 0 (the PDF tests then skip), except under CI (``CI``
 set), where it fails. Prints the time the step took, the PDF's size and its page count.
 """
@@ -28,11 +28,12 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-sys.path.insert(0, str(ROOT / "book" / "_ext"))
-import build_book  # noqa: E402  (tools/build_book.py: the fingerprint of the executed inputs)
+from . import build_book, sphinx_extensions  # build_book: the fingerprint of the inputs
+
+sphinx_extensions()
 from book_pdf import PDF_NAME  # noqa: E402  (book/_ext/book_pdf.py: the name the pages link)
+
+ROOT = Path(__file__).resolve().parent.parent
 
 BUILD = ROOT / "_build"
 WORK = BUILD / "pdf"  # jupyter-book's --path-output: its own doctrees, the cache is shared

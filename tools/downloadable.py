@@ -26,7 +26,7 @@ Links point at the published page, ``<html.baseurl>/book/<page>.html#<anchor>`` 
 ``_config.yml`` sets ``html: baseurl:``, else at the page relative to the notebook's own
 (``scaling.html#equation-eq-softmax-jacobian``), as the site's own links are written.
 
-Usage: ``python tools/downloadable.py [SOURCES]`` (``tools/build_book.py`` calls
+Usage: ``python -m tools.downloadable [SOURCES]`` (``tools/build_book.py`` calls
 :func:`rewrite_downloadable_notebooks` after every build).
 """
 
@@ -45,6 +45,8 @@ from pathlib import Path
 
 import nbformat
 import yaml
+
+from . import sphinx_extensions
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
@@ -67,9 +69,7 @@ ADMONITIONS = ("note", "warning", "tip", "important", "hint", "caution", "attent
 
 def load_environment(path: Path = ENVIRONMENT):
     """The pickled Sphinx build environment (its nodes need the book's extensions importable)."""
-    for folder in (ROOT / "book" / "_ext", ROOT / "src"):
-        if str(folder) not in sys.path:
-            sys.path.append(str(folder))
+    sphinx_extensions()
     with open(path, "rb") as file:
         return pickle.load(file)
 
@@ -572,11 +572,8 @@ class Converter:
             return f"(Code from `{argument}`: see the [online page]({self.online()}).)"
         caption = options.get("caption")
         if caption is None:
-            sys.path.insert(0, str(ROOT / "book" / "_ext"))
-            try:
-                from named_code import caption_for
-            finally:
-                sys.path.remove(str(ROOT / "book" / "_ext"))
+            sphinx_extensions()
+            from named_code import caption_for
             caption = caption_for(argument, options)
         lead = ""
         if caption:
@@ -639,11 +636,8 @@ class Converter:
 def _notebooks():
     """``tools/notebooks.py``: the install cell, the repository's URL and the walk of the
     table of contents are that module's."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import notebooks
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
+    from . import notebooks
+
     return notebooks
 
 

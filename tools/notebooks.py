@@ -12,7 +12,7 @@ script onto the ``notebooks`` branch, which the launch buttons open
 This module is also the one walk of the table of contents (:func:`toc_pages`,
 :func:`chapters`) that ``tools/build_book.py`` and ``tools/downloadable.py`` use.
 
-Usage: ``python tools/notebooks.py --out DIR`` (after ``make book``); writes
+Usage: ``python -m tools.notebooks --out DIR`` (after ``make book``); writes
 ``DIR/book/<page>.ipynb`` for every chapter and fails if a chapter's notebook is missing or
 was not rewritten.
 """

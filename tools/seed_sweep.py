@@ -10,12 +10,12 @@ each compared quantity: what a threshold can rest on, with its margin.
 
 Usage::
 
-    python tools/seed_sweep.py [--seeds 0-4] [--jobs 2] [--out sweep.jsonl] [chapter.md ...]
+    python -m tools.seed_sweep [--seeds 0-4] [--jobs 2] [--out sweep.jsonl] [chapter.md ...]
 
 Without chapters, it sweeps ``SEEDED_CHAPTERS``. Each chapter's kernel gets BLAS on one thread
 (as in the build's pooled pass). To compare BLAS kernels, run it once per kernel, setting the
-kernel's variable for that one command only (``OPENBLAS_CORETYPE=Haswell python
-tools/seed_sweep.py --out haswell.jsonl``), and read both files with ``--report``.
+kernel's variable for that one command only (``OPENBLAS_CORETYPE=Haswell python -m
+tools.seed_sweep --out haswell.jsonl``), and read both files with ``--report``.
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+from .build_book import ONE_THREAD, _read_notebook
 
-from build_book import ONE_THREAD, _read_notebook  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 #: The chapters whose claims rest on trained runs (or on random initialisations) that
 #: ``book_seed`` chooses.
