@@ -3,7 +3,8 @@
 Usage: ``python benchmarks/build_timing.py`` (with the virtual environment of ``make setup``)
 
 In a scratch copy of the repository (as ``tests/test_build.py`` makes one: no ``_build``, no
-``.venv``), times ``tools/build_book.py``, the recipe of ``make book`` without the install step:
+``.venv``), times ``python -m tools.build_book``, the recipe of ``make book`` without the
+install step:
 
 1. a clean build, every chapter executed;
 2. a rebuild with nothing changed (every chapter served from the execution cache);
@@ -32,7 +33,7 @@ TARGETS = {"clean build": 150.0, "no-change rebuild": 10.0, "rebuild after touch
 
 def timed_build(repo: Path) -> float:
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "tools/build_book.py"], cwd=repo,
+    result = subprocess.run([sys.executable, "-m", "tools.build_book"], cwd=repo,
                             capture_output=True, text=True, timeout=1800)
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
