@@ -11,7 +11,7 @@ are its claims, written once: the build checks them on the book's seed, this tes
 The runs are stored as the build stores them (``scratchformer.book.runs``), in
 ``_build/.runs`` beside the build's, so that the book's seed reuses the build's run on this
 machine (its key holds the package's source and the BLAS settings) and two chapters that
-share a run of another seed train it once. ``python tools/seed_sweep.py`` reports, for every
+share a run of another seed train it once. ``python -m tools.seed_sweep`` reports, for every
 assertion, in how many seeds it holds and the range of what it compares.
 """
 

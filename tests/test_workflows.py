@@ -92,3 +92,31 @@ def test_every_action_is_pinned_to_a_commit_with_its_version():
     assert uses, "no actions found"
     loose = [f"{name}: {line}" for name, line in uses if not pinned.search(line)]
     assert loose == [], "\n".join(loose)
+
+
+#: A module of the ``tools`` package run as a script (``python tools/build_book.py``, or
+#: ``[sys.executable, "tools/build_book.py"]``): its relative imports fail there.
+SCRIPT_RUN = re.compile(r"""python\S*\s+tools/\w+\.py|sys\.executable,\s*["']tools/\w+\.py""")
+
+
+def script_runs(text):
+    return SCRIPT_RUN.findall(text)
+
+
+def test_the_tools_are_run_as_modules_of_their_package():
+    assert (ROOT / "tools" / "__init__.py").exists()
+    places = [ROOT / "Makefile", ROOT / "README.md", ROOT / ".ci" / "run",
+              *(ROOT / ".github" / "workflows").glob("*.yml"),
+              *(path for folder in ("benchmarks", "tests", "tools", "src", "book/_ext")
+                for path in (ROOT / folder).rglob("*.py") if "node_modules" not in path.parts)]
+    found = {str(path.relative_to(ROOT)): script_runs(path.read_text()) for path in places
+             if path != Path(__file__).resolve()}
+    assert {path: runs for path, runs in found.items() if runs} == {}
+    assert "$(BIN)/python -m tools.build_book" in (ROOT / "Makefile").read_text()
+
+
+def test_the_script_check_finds_a_script_run():
+    assert script_runs('subprocess.run([sys.executable, "tools/build_book.py"], cwd=repo)')
+    assert script_runs("\t$(BIN)/python tools/build_pdf.py\n")
+    assert not script_runs("`tools/build_book.py` | what `make book` runs")
+    assert not script_runs("python -m tools.build_book")
