@@ -394,6 +394,22 @@ def test_the_rewriting_of_a_cell_without_the_build():
     assert converter.convert("a\n{glue:text}`ratio:.0f`. Then\n1. item") == "a\n3\\. Then\n1. item"
 
 
+def test_an_included_part_of_a_file_reads_as_the_page_shows_it():
+    """ch. 9 shows the Layer contract by MyST's ``include`` of the module's docstring: the
+    notebook has the same list, its literals as code, and no directive."""
+    from tools import downloadable
+
+    converter = downloadable.Converter(None, "book/backpropagation", {})
+    text = converter.convert("```{include} ../src/scratchformer/module.py\n"
+                             ":start-after: checks it two ways.\n:end-before: '\"\"\"'\n```\n")
+    assert text.startswith("- ``params``: a dict of plain arrays"), text[:200]
+    assert "{include}" not in text and '"""' not in text and "import" not in text
+    with pytest.raises(ValueError, match="heading-offset"):
+        converter.convert("```{include} ../src/scratchformer/module.py\n:heading-offset: 1\n```")
+    page = "\n\n".join(markdown(downloaded("book/backpropagation")))
+    assert "- ``params``: a dict of plain arrays owned by this layer" in page
+
+
 def myst_notebook(page: str):
     """The chapter as MyST-NB reads it, before any rewriting (tools/build_book.py's reader)."""
     from tools import build_book

@@ -42,3 +42,14 @@ def test_every_shown_object_is_captioned_on_the_built_pages():
     includes = [m for chapter in (ROOT / "book").glob("*.md")
                 for m in re.findall(r"```\{literalinclude\}[^`]*?:pyobject:", chapter.read_text())]
     assert len(captions) == len(includes) > 0
+
+
+def test_docstring_markup_is_written_plainly():
+    code = ('    """Softmax of ``scores`` over ``axis``; :func:`~scratchformer.softmax`,\n'
+            '    :meth:`Layer.inference <scratchformer.Layer.inference>`, :py:class:`a.B`."""\n'
+            '    return x  # ``not`` code, a comment\n')
+    assert named_code.plain_markup(code) == (
+        '    """Softmax of `scores` over `axis`; `softmax`,\n'
+        '    `Layer.inference`, `a.B`."""\n'
+        '    return x  # `not` code, a comment\n')
+    assert named_code.plain_markup("y = x[a:b]  # `s`\n") == "y = x[a:b]  # `s`\n"

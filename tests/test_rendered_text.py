@@ -135,3 +135,26 @@ def test_the_search_index_holds_no_tex():
     titles = list(index["titles"]) + list(index["alltitles"])
     assert len(index["alltitles"]) >= 50
     assert [title for title in titles if TEX.search(title)] == []
+
+
+#: reStructuredText markup as typed: a double-backtick literal or a role.
+REST = re.compile(r"``[^`\n]+``|:(?:[a-z]+:)?[a-z]+:`[^`\n]+`")
+
+
+def rest_markup(document: BeautifulSoup) -> list[str]:
+    """The reST markup the page's code listings show (the package's docstrings are reST)."""
+    return [match.group() for pre in document.select("div.highlight pre")
+            for match in REST.finditer(pre.get_text())]
+
+
+@pytest.mark.parametrize("page", [page for page in PAGES if page.startswith("book/")
+                                  and page != "book/api.html"])
+def test_listings_show_no_rest_markup(page):
+    assert rest_markup(soup(page)) == []
+
+
+def test_the_listing_check_sees_rest_markup():
+    listing = BeautifulSoup('<div class="highlight"><pre>"""Scores of ``q``; see '
+                            ':func:`~scratchformer.softmax`."""\nx = `y`</pre></div>',
+                            "html.parser")
+    assert rest_markup(listing) == ["``q``", ":func:`~scratchformer.softmax`"]

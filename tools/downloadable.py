@@ -490,6 +490,8 @@ class Converter:
             return "\0SOLUTION-END\0"
         if name == "literalinclude":
             return self.literalinclude(argument, options)
+        if name == "include":
+            return self.include(argument, options)
         if name in ADMONITIONS:
             title = argument if name in ("admonition", "dropdown") else name.title()
             content = self.blocks(body).strip()
@@ -554,6 +556,18 @@ class Converter:
 
         return re.sub(r"\0SOLUTION-START (\d+)\0|\0SOLUTION-END\0", marker, text)
 
+    def include(self, argument: str, options: dict) -> str:
+        """MyST's ``include``: the part of the file between ``start-after`` and
+        ``end-before``, read as the chapter's own Markdown."""
+        text = (self.source_dir / argument).resolve().read_text()
+        if "start-after" in options:
+            text = text.split(options.pop("start-after"), 1)[1]
+        if "end-before" in options:
+            text = text.split(options.pop("end-before"), 1)[0]
+        if options:
+            raise ValueError(f"include: options this writer does not know: {sorted(options)}")
+        return self.blocks(text.strip("\n").split("\n")).strip()
+
     def literalinclude(self, argument: str, options: dict) -> str:
         """The included code, as Sphinx includes it, under the caption the page shows."""
         from sphinx.directives.code import LiteralIncludeReader
@@ -574,6 +588,7 @@ class Converter:
         if caption is None:
             sphinx_extensions()
             from named_code import caption_for
+
             caption = caption_for(argument, options)
         lead = ""
         if caption:
@@ -581,6 +596,11 @@ class Converter:
             lead = f"*Listing {_number(number)}: {escape(caption)}*\n\n" if number else \
                 f"*{escape(caption)}*\n\n"
         language = options.get("language", "python")
+        if "pyobject" in options:  # its docstring's markup written plainly, as on the page
+            sphinx_extensions()
+            from named_code import plain_markup
+
+            code = plain_markup(code)
         return f"{lead}```{language}\n{code.rstrip()}\n```"
 
     def figure(self, argument: str, options: dict, body: list[str]) -> str:

@@ -5,11 +5,23 @@ the reader sees an unnamed fragment. This extension gives every such include tha
 of its own one that names the object and the file it comes from ("Adam.step, from
 src/scratchformer/optim.py"), and says when only part of it is shown (``:start-at:``,
 ``:lines:`` and the like).
+
+The docstrings such code carries are reStructuredText, written for the API reference; in a
+listing their markup would stand as typed (````x````, ``:func:`softmax```). :func:`plain_markup`
+writes them the way a docstring reads in an editor: ````x```` as ```x```, a role as the name it
+shows (``:func:`~scratchformer.softmax``` as ```softmax```).
 """
 
 from __future__ import annotations
 
+import re
+
+from docutils import nodes
 from sphinx.directives.code import LiteralInclude
+
+#: ``:role:`target``` (also ``:py:func:``), ``:role:`~a.b.c``` and ``:role:`text <target>```.
+ROLE = re.compile(r":(?:[a-z]+:)?[a-z]+:`(?P<tilde>~?)(?P<body>[^`<]*?)\s*(?:<[^`>]*>)?`")
+LITERAL = re.compile(r"``(?P<body>[^`\n]+?)``")
 
 PARTIAL = ("start-at", "start-after", "end-at", "end-before", "lines")
 
@@ -23,12 +35,29 @@ def caption_for(path: str, options) -> str | None:
     return f"{options['pyobject']}{part}, from src/{source}"
 
 
+def plain_markup(code: str) -> str:
+    """Python source with its docstrings' reST roles and double-backtick literals written
+    plainly (in Python code itself neither occurs outside a string)."""
+    def role(match):
+        body = match["body"]
+        return f"`{body.rsplit('.', 1)[-1] if match['tilde'] else body}`"
+
+    return LITERAL.sub(r"`\g<body>`", ROLE.sub(role, code))
+
+
 class NamedLiteralInclude(LiteralInclude):
     def run(self):
         caption = caption_for(self.arguments[0], self.options)
         if caption is not None:
             self.options["caption"] = caption
-        return super().run()
+        result = super().run()
+        if "pyobject" in self.options:
+            for block in (found for node in result for found in node.findall(nodes.literal_block)):
+                plain = plain_markup(block.astext())
+                if plain != block.astext():
+                    block.rawsource = plain
+                    block.children = [nodes.Text(plain)]
+        return result
 
 
 def setup(app):
