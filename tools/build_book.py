@@ -226,15 +226,14 @@ def main(argv: list[str] | None = None) -> int:
     (ipython_dir / "profile_default").mkdir(parents=True, exist_ok=True)
     (ipython_dir / "profile_default" / "ipython_kernel_config.py").write_text(KERNEL_CONFIG)
     env["IPYTHONDIR"] = str(ipython_dir)
-    if not serial and (failed := execute_missing(env)):
-        FINGERPRINT.unlink(missing_ok=True)  # the next build starts from scratch again
-        for name, traceback in failed:
-            print(f"\n{name} failed:\n{traceback}\n", file=sys.stderr)
+    failed = [] if serial else execute_missing(env)
+    for name, traceback in failed:
+        print(f"\n{name} failed:\n{traceback}\n", file=sys.stderr)
+    if failed:  # Sphinx would only execute the chapter again to print the same error
         print(f"build_book: the build stops: {', '.join(name for name, _ in failed)} failed "
               f"in the parallel pass (the chapters not started were not executed)",
               file=sys.stderr)
-        return 1
-    status = subprocess.run(command, cwd=ROOT, env=env).returncode
+    status = 1 if failed else subprocess.run(command, cwd=ROOT, env=env).returncode
     if status != 0:
         FINGERPRINT.unlink(missing_ok=True)  # the next build starts from scratch again
         print(f"build_book: the build failed (exit status {status})", file=sys.stderr)

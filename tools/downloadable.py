@@ -584,11 +584,11 @@ class Converter:
             code, _ = LiteralIncludeReader(str(path), reader_options, Config()).read()
         except Exception:  # a file this checkout lacks: point at the page instead
             return f"(Code from `{argument}`: see the [online page]({self.online()}).)"
+        sphinx_extensions()
+        from named_code import caption_for, plain_markup
+
         caption = options.get("caption")
         if caption is None:
-            sphinx_extensions()
-            from named_code import caption_for
-
             caption = caption_for(argument, options)
         lead = ""
         if caption:
@@ -597,9 +597,6 @@ class Converter:
                 f"*{escape(caption)}*\n\n"
         language = options.get("language", "python")
         if "pyobject" in options:  # its docstring's markup written plainly, as on the page
-            sphinx_extensions()
-            from named_code import plain_markup
-
             code = plain_markup(code)
         return f"{lead}```{language}\n{code.rstrip()}\n```"
 

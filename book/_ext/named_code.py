@@ -53,8 +53,8 @@ class NamedLiteralInclude(LiteralInclude):
         result = super().run()
         if "pyobject" in self.options:
             for block in (found for node in result for found in node.findall(nodes.literal_block)):
-                plain = plain_markup(block.astext())
-                if plain != block.astext():
+                typed = block.astext()
+                if (plain := plain_markup(typed)) != typed:
                     block.rawsource = plain
                     block.children = [nodes.Text(plain)]
         return result
