@@ -72,6 +72,27 @@ def test_the_loop_trains_the_model_it_is_given_on_the_task_it_is_given():
         tr.train(model, "sort", SMALL)
 
 
+def test_kept_parameters_are_the_model_at_each_evaluation():
+    task = sf.LabellingTask(kind="sort", length=5, vocab_size=6)
+    config = dataclasses.replace(SMALL, max_steps=40, eval_every=20, warmup_steps=10,
+                                 keep_parameters=True)
+    result = tr.train(tr.book_model(task), task, config)
+    assert sorted(result.parameters_at) == [20, 40]
+    final = {name: layer.params[key] for name, layer, key in result.model.named_parameters()}
+    for name, value in final.items():
+        np.testing.assert_array_equal(result.parameters_at[40][name], value)
+        assert result.parameters_at[40][name] is not value  # a copy, not the live array
+    assert any(not np.array_equal(result.parameters_at[20][name], value)
+               for name, value in final.items())
+    # the copy at step 20 scores what the validation scored then
+    early = tr.book_model(task)
+    early.load_parameters(result.parameters_at[20])
+    score = task.evaluate(early, result.split.valid)["accuracy"]
+    assert score == result.history["valid_accuracy"][0]
+    assert tr.train(tr.book_model(task), task, dataclasses.replace(
+        config, keep_parameters=False)).parameters_at == {}
+
+
 def test_evaluation_runs_in_inference_mode_and_leaves_nothing_saved():
     model = tr.book_model(REVERSE)
     split = REVERSE.split(np.random.default_rng(0), 20, 20)

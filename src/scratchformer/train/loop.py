@@ -47,6 +47,9 @@ class TrainConfig:
     # decay follows the budget spent instead of the steps, and training stops when it is
     # spent (or after max_steps). None: the schedule counts steps.
     cpu_seconds: float | None = None
+    # Keep a copy of every parameter at each evaluation (TrainResult.parameters_at), to read
+    # the model as it was partway, e.g. to sample from it at each budget.
+    keep_parameters: bool = False
 
     def __post_init__(self):
         for name in ("batch_size", "max_steps", "eval_every", "n_valid", "n_test"):
@@ -84,6 +87,10 @@ class TrainResult:
     cpu_seconds : float
         Process CPU time of the training steps alone (no evaluation): the measure of a
         budget, which another process on the machine does not inflate as it does the clock.
+    parameters_at : dict of int to dict
+        With ``TrainConfig.keep_parameters``: for each evaluation's ``eval_step``, a copy of
+        every parameter then (``{name: array}``, as :meth:`~scratchformer.Layer.
+        load_parameters` takes it); empty otherwise.
     """
 
     model: Layer
@@ -93,6 +100,7 @@ class TrainResult:
     seconds: float
     split: Split | None = None
     cpu_seconds: float = 0.0
+    parameters_at: dict = dataclasses.field(default_factory=dict)
 
     @property
     def test_accuracy(self):
@@ -161,6 +169,7 @@ def train(model, task, config=TrainConfig(), *, log=None):
     split = task.split(data_rng, c.n_valid, c.n_test)
     optimiser = Adam(model, weight_decay=c.weight_decay)
     history = {"loss": [], "lr": [], "grad_norm": [], "cpu_seconds": [], "eval_step": []}
+    parameters_at = {}
     start = time.perf_counter()
     steps, spent, spent_at_warmup = 0, 0.0, 0.0
     for step in range(c.max_steps):
@@ -184,6 +193,9 @@ def train(model, task, config=TrainConfig(), *, log=None):
         if steps % c.eval_every == 0 or steps == c.max_steps or out_of_budget:
             scores = task.evaluate(model, split.valid)
             history["eval_step"].append(steps)
+            if c.keep_parameters:
+                parameters_at[steps] = {name: layer.params[key].copy()
+                                        for name, layer, key in model.named_parameters()}
             for name, value in scores.items():
                 history.setdefault(f"valid_{name}", []).append(value)
             if log is not None:
@@ -198,7 +210,7 @@ def train(model, task, config=TrainConfig(), *, log=None):
     seconds = time.perf_counter() - start
     return TrainResult(model=model, history={k: np.asarray(v) for k, v in history.items()},
                        test=task.evaluate(model, split.test), steps=steps, seconds=seconds,
-                       split=split, cpu_seconds=spent)
+                       split=split, cpu_seconds=spent, parameters_at=parameters_at)
 
 
 def _budget_lr(step, spent, spent_at_warmup, c):
