@@ -80,6 +80,45 @@ def test_a_batch_decodes_as_its_rows_do():
         assert _trim(alone) == _trim(row)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_forced_prefix_is_kept_and_decoding_goes_on_from_it(seed):
+    model, source = _model(seed), _sources(seed)
+    kwargs = dict(bos_id=BOS, eos_id=EOS, max_length=6)
+    free = sf.greedy_decode(model, source, **kwargs)
+    # its own first token as the prefix: nothing changes
+    np.testing.assert_array_equal(sf.greedy_decode(model, source, prefix=free[:, :1],
+                                                   **kwargs), free)
+    # another first token (never EOS): kept, and every later token is the argmax of the
+    # teacher-forced model on the tokens before it, the forced one included
+    forced = (free[:, :1] + 1) % 7
+    forced[forced == EOS] = 3
+    out = sf.greedy_decode(model, source, prefix=forced, **kwargs)
+    np.testing.assert_array_equal(out[:, :1], forced)
+    for row, src in zip(out, source):
+        tokens = _trim(row)
+        logits = model.forward(src[None], np.array([[BOS, *tokens[:-1]]]))[0]
+        np.testing.assert_array_equal(logits.argmax(-1)[1:], tokens[1:])
+    # a whole row, or one that has ended, is returned as it is
+    ended = np.array([EOS, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(
+        sf.greedy_decode(model, source[0], prefix=ended[:1], **kwargs), [EOS])
+    one = sf.greedy_decode(model, source[0], prefix=free[0], **kwargs)
+    np.testing.assert_array_equal(one, free[0])
+
+
+def test_a_bad_prefix_is_refused():
+    model, source = _model(0), _sources(0)
+    kwargs = dict(bos_id=BOS, eos_id=EOS, max_length=3)
+    with pytest.raises(ValueError, match="prefix has 2 rows for 8 sources"):
+        sf.greedy_decode(model, source, prefix=np.ones((2, 1), int), **kwargs)
+    with pytest.raises(ValueError, match="more than max_length 3"):
+        sf.greedy_decode(model, source, prefix=np.ones((8, 4), int), **kwargs)
+    with pytest.raises(ValueError, match="prefix must have shape"):
+        sf.greedy_decode(model, source, prefix=np.ones(2, int), **kwargs)
+    with pytest.raises(ValueError, match="prefix"):
+        sf.greedy_decode(model, source, prefix=np.full((8, 1), 7), **kwargs)  # not a token
+
+
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("alpha", [0.0, 1.0, 2.5])
 def test_beam_width_one_is_greedy(seed, alpha):

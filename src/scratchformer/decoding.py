@@ -44,7 +44,7 @@ def _log_softmax(logits):
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-def greedy_decode(model, source, *, bos_id, eos_id, max_length):
+def greedy_decode(model, source, *, bos_id, eos_id, max_length, prefix=None):
     """The most likely next token at every step, for a batch of sources.
 
     Parameters
@@ -56,6 +56,10 @@ def greedy_decode(model, source, *, bos_id, eos_id, max_length):
         Target ids that start and end a translation.
     max_length : int
         At most this many tokens are generated (EOS included), at least 1.
+    prefix : ndarray of int, shape (batch, p) or (p,), optional
+        Target tokens (after BOS) taken as already generated, whatever the model would have
+        chosen: decoding goes on from them. They count towards ``max_length`` (``p`` at most
+        ``max_length``) and begin the returned rows; a row whose prefix holds EOS is done.
 
     Returns
     -------
@@ -68,20 +72,38 @@ def greedy_decode(model, source, *, bos_id, eos_id, max_length):
     single = source.ndim == 1
     source = source[None] if single else source
     pad = model.config.pad_id
-    tokens = np.full((len(source), 1), bos_id, dtype=np.int64)
-    done = np.zeros(len(source), dtype=bool)
+    forced = _prefix(prefix, source, model.config, single, max_length)  # (batch, p)
+    tokens = np.concatenate([np.full((len(source), 1), bos_id, dtype=np.int64), forced], axis=1)
+    done = (forced == eos_id).any(axis=1)
     with model.inference():
         memory = model.encode(source)
         memory_mask = padding_mask(source, pad)
-        for _ in range(max_length):
+        for _ in range(max_length - forced.shape[1]):
+            if done.all():
+                break
             # (batch, n) -> (batch, n, K): the last position's scores
             logits = model.decode(tokens, memory, memory_mask)[:, -1]
             step = np.where(done, pad, logits.argmax(axis=-1))
             tokens = np.concatenate([tokens, step[:, None]], axis=1)
             done |= step == eos_id
-            if done.all():
-                break
     return tokens[0, 1:] if single else tokens[:, 1:]
+
+
+def _prefix(prefix, source, config, single, max_length):
+    """``prefix`` checked against the sources: (batch, p) target ids, p <= max_length."""
+    if prefix is None:
+        return np.zeros((len(source), 0), dtype=np.int64)
+    prefix = token_ids(prefix, config.target_vocab_size, "prefix")
+    if prefix.ndim != (1 if single else 2):
+        raise ValueError(f"prefix must have shape (p,) for a source of shape (n_s,), or "
+                         f"(batch, p) for (batch, n_s); got {prefix.shape}")
+    prefix = prefix[None] if single else prefix
+    if len(prefix) != len(source):
+        raise ValueError(f"prefix has {len(prefix)} rows for {len(source)} sources")
+    if prefix.shape[1] > max_length:
+        raise ValueError(f"prefix has {prefix.shape[1]} tokens, more than max_length "
+                         f"{max_length}")
+    return prefix.astype(np.int64)
 
 
 def beam_search(model, source, *, bos_id, eos_id, max_length, beam_width, alpha=1.0):
