@@ -93,6 +93,59 @@ def test_kept_parameters_are_the_model_at_each_evaluation():
         config, keep_parameters=False)).parameters_at == {}
 
 
+def _text_task(vocab=11, context=6, seed=0):
+    from scratchformer.language_model import TextTask
+
+    stream = np.random.default_rng(seed).integers(0, vocab, size=400)
+    return TextTask(stream, stream, vocab_size=vocab, context=context,
+                    characters=np.ones(vocab, np.int64))
+
+
+def _gradients(model):
+    return {name: layer.grads[key].copy() for name, layer, key in model.named_parameters()}
+
+
+@pytest.mark.parametrize("count", [5, 8])
+def test_a_batch_in_parts_on_threads_gives_the_whole_batch_s_loss_and_gradients(count):
+    from scratchformer.train import loop
+
+    task = _text_task()
+    model = tr.text_model(task, dtype=np.float64, d_model=16, n_heads=2, d_ff=32, n_layers=2)
+    batch = task.sample(np.random.default_rng(1), count)
+    whole = loop._loss_and_backward(model, task, batch, workers=1)
+    expected = _gradients(model)
+    parts = task.parts(batch, 2)
+    assert [len(p[0]) for p, _ in parts] == [(count + 1) // 2, count // 2]
+    assert sum(weight for _, weight in parts) == pytest.approx(1.0)
+    in_parts = loop._loss_and_backward(model, task, batch, workers=2)
+    assert in_parts == pytest.approx(whole, rel=1e-13)
+    for name, grad in _gradients(model).items():
+        np.testing.assert_allclose(grad, expected[name], rtol=1e-10, atol=1e-14, err_msg=name)
+    # the replica shares the parameters, also after they are replaced, and not the gradients
+    (replica,) = loop._replicas(model, 1)
+    for (_, layer), (_, twin) in zip(model._tree(), replica._tree()):
+        assert twin.params is layer.params and (not layer.grads or twin.grads is not
+                                                layer.grads)
+    model.load_parameters({name: layer.params[key] * 0.5
+                           for name, layer, key in model.named_parameters()})
+    halved = loop._loss_and_backward(model, task, batch, workers=1)
+    assert loop._loss_and_backward(model, task, batch, workers=2) == pytest.approx(halved)
+    assert halved != pytest.approx(whole)
+
+
+def test_a_task_that_cannot_cut_its_batch_is_taken_whole():
+    from scratchformer.train import loop
+
+    model = tr.book_model(REVERSE)
+    batch = REVERSE.sample(np.random.default_rng(0), 8, np.empty(0, np.int64))
+    assert REVERSE.parts(batch, 2) is None
+    whole = loop._loss_and_backward(model, REVERSE, batch, workers=1)
+    expected = _gradients(model)
+    assert loop._loss_and_backward(model, REVERSE, batch, workers=2) == whole
+    for name, grad in _gradients(model).items():
+        np.testing.assert_array_equal(grad, expected[name])
+
+
 def test_evaluation_runs_in_inference_mode_and_leaves_nothing_saved():
     model = tr.book_model(REVERSE)
     split = REVERSE.split(np.random.default_rng(0), 20, 20)

@@ -267,6 +267,15 @@ class TextTask(Task):
         starts = rng.integers(0, len(self.train_ids) - self.context, size=count)
         return (self.windows(starts),)
 
+    def parts(self, batch, count):
+        """The windows in ``count`` groups of rows, each weighted by its share of the rows:
+        every window predicts the same number of tokens, so the mean over all of them is the
+        weighted mean of the groups' means."""
+        (windows,) = batch
+        count = min(positive_int(count, "count"), len(windows))
+        groups = np.array_split(windows, count)
+        return [((group,), len(group) / len(windows)) for group in groups]
+
     def loss_and_backward(self, model, batch):
         """Mean cross-entropy (nats) of every next token of the windows."""
         (windows,) = batch

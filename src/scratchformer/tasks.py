@@ -64,6 +64,13 @@ class Task:
         """Scores on a held-out batch; the key ``"accuracy"`` is the headline number."""
         raise NotImplementedError
 
+    def parts(self, batch, count):
+        """``batch`` cut into at most ``count`` batches with weights, such that the loss of
+        :meth:`loss_and_backward` on ``batch``, and every gradient it leaves, is the weighted
+        sum of theirs: ``[(part, weight), ...]``. None (the default) where the loss does not
+        cut so; the training loop then takes the batch whole."""
+        return None
+
 
 LABELLINGS = ("reverse", "sort")
 

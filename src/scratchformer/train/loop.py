@@ -13,12 +13,15 @@ initial weights from the second.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import time
+import weakref
 
 import numpy as np
 
+from .._threads import cores, parallel_map, shares
 from .._validation import positive_int
 from ..module import Layer
 from ..optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
@@ -135,13 +138,75 @@ def train_step(model, optimiser, task, batch, lr, clip_norm=None):
     grad_norm : float
         The gradients' norm before clipping.
     """
-    loss = task.loss_and_backward(model, batch)  # forward, loss, backward
+    loss = _loss_and_backward(model, task, batch)  # forward, loss, backward
     if clip_norm is None:
         norm = grad_norm(model)
     else:
         norm = clip_grad_norm(model, clip_norm)
     optimiser.step(lr)
     return loss, norm
+
+
+def _loss_and_backward(model, task, batch, workers=None):
+    """``task.loss_and_backward(model, batch)``, on every core BLAS may use.
+
+    NumPy runs its elementwise work on one core, and only the matrix products on several. So
+    where BLAS may use more than one thread and the task cuts the batch into weighted parts
+    (:meth:`~scratchformer.tasks.Task.parts`), each part runs forward and backward in a thread
+    of its own (:func:`~scratchformer._threads.parallel_map`, BLAS on one thread each), on the
+    model or on a replica of it that shares its parameters (:func:`_replicas`); the model's
+    gradients become the weighted sums of the parts'. The loss and gradients are those of the
+    whole batch up to rounding; with BLAS on one thread (the book's training runs) the batch
+    is taken whole, as it was. ``workers`` (default: as many threads as BLAS would use, at most
+    the cores) sets the number of parts.
+    """
+    if workers is None:
+        workers = len(shares(range(cores())))
+    parts = task.parts(batch, workers) if workers > 1 else None
+    if not parts or len(parts) < 2:
+        return task.loss_and_backward(model, batch)
+    models = [model, *_replicas(model, len(parts) - 1)]
+    losses = parallel_map(lambda i: task.loss_and_backward(models[i], parts[i][0]),
+                          range(len(parts)), len(parts))
+    weights = [weight for _, weight in parts]
+    for layers in zip(*(m._tree() for m in models)):
+        main = layers[0][1]
+        if main.params:
+            main.grads = {key: _weighted_sum([layer.grads[key] for _, layer in layers],
+                                             weights) for key in main.params}
+    return float(sum(w * loss for w, loss in zip(weights, losses)))
+
+
+def _weighted_sum(arrays, weights):
+    total = arrays[0] * weights[0]  # a Python float keeps the arrays' dtype
+    for array, weight in zip(arrays[1:], weights[1:]):
+        total += array * weight
+    return total
+
+
+_REPLICAS = weakref.WeakKeyDictionary()
+
+
+def _replicas(model, count):
+    """``count`` copies of ``model``'s layers that share its parameters: each replica layer
+    holds the model layer's own ``params`` dict (an update or a reassignment of a parameter
+    reaches both), and keeps its own gradients and what it saves for backward. Made once per
+    model and kept while the model lives; made again if the model's layers changed."""
+    made = _REPLICAS.get(model, [])
+    layout = [(path, type(layer)) for path, layer in model._tree()]
+    if len(made) < count or any([(path, type(layer)) for path, layer in replica._tree()]
+                                != layout for replica in made):
+        memo = {}
+        for _, layer in model._tree():
+            memo[id(layer.params)] = layer.params  # shared, not copied
+            memo[id(layer.grads)] = None
+            memo[id(layer._saved)] = None
+        made = [copy.deepcopy(model, dict(memo)) for _ in range(count)]
+        _REPLICAS[model] = made
+    for replica in made[:count]:  # the model's current dicts, should any have been replaced
+        for (_, layer), (_, twin) in zip(model._tree(), replica._tree()):
+            twin.params, twin._inference = layer.params, layer._inference
+    return made[:count]
 
 
 def train(model, task, config=TrainConfig(), *, log=None):
