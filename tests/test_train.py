@@ -115,7 +115,8 @@ def test_a_batch_in_parts_on_threads_gives_the_whole_batch_s_loss_and_gradients(
     whole = loop._loss_and_backward(model, task, batch, workers=1)
     expected = _gradients(model)
     parts = task.parts(batch, 2)
-    assert [len(p[0]) for p, _ in parts] == [(count + 1) // 2, count // 2]
+    sizes = sorted(len(p[0]) for p, _ in parts)
+    assert sizes == [count // 2, (count + 1) // 2]
     assert sum(weight for _, weight in parts) == pytest.approx(1.0)
     in_parts = loop._loss_and_backward(model, task, batch, workers=2)
     assert in_parts == pytest.approx(whole, rel=1e-13)
@@ -133,15 +134,35 @@ def test_a_batch_in_parts_on_threads_gives_the_whole_batch_s_loss_and_gradients(
     assert halved != pytest.approx(whole)
 
 
+@pytest.mark.parametrize("task", [REVERSE, sf.AdditionTask()], ids=["reverse", "add"])
+def test_the_labelling_and_adding_tasks_cut_their_batches_by_rows(task):
+    from scratchformer.train import loop
+
+    model = (tr.book_model(task, dtype=np.float64) if task is REVERSE
+             else tr.adder_model(task, dtype=np.float64))
+    batch = task.sample(np.random.default_rng(0), 7, np.empty(0, np.int64))
+    parts = task.parts(batch, 3)
+    assert [len(p[0]) for p, _ in parts] == [2, 3, 2]
+    for i in range(len(batch)):  # every array of the batch, cut alike
+        np.testing.assert_array_equal(np.concatenate([p[i] for p, _ in parts]), batch[i])
+    whole = loop._loss_and_backward(model, task, batch, workers=1)
+    expected = _gradients(model)
+    assert loop._loss_and_backward(model, task, batch, workers=3) == pytest.approx(whole,
+                                                                                   rel=1e-13)
+    for name, grad in _gradients(model).items():
+        np.testing.assert_allclose(grad, expected[name], rtol=1e-10, atol=1e-14, err_msg=name)
+
+
 def test_a_task_that_cannot_cut_its_batch_is_taken_whole():
     from scratchformer.train import loop
 
-    model = tr.book_model(REVERSE)
-    batch = REVERSE.sample(np.random.default_rng(0), 8, np.empty(0, np.int64))
-    assert REVERSE.parts(batch, 2) is None
-    whole = loop._loss_and_backward(model, REVERSE, batch, workers=1)
+    task = sf.TranslationTask()
+    model = tr.book_model(task)
+    batch = task.sample(np.random.default_rng(0), 8, np.empty(0, np.int64))
+    assert task.parts(batch, 2) is None  # padding: rows count different numbers of tokens
+    whole = loop._loss_and_backward(model, task, batch, workers=1)
     expected = _gradients(model)
-    assert loop._loss_and_backward(model, REVERSE, batch, workers=2) == whole
+    assert loop._loss_and_backward(model, task, batch, workers=2) == whole
     for name, grad in _gradients(model).items():
         np.testing.assert_array_equal(grad, expected[name])
 

@@ -18,7 +18,7 @@ import numpy as np
 from ._validation import positive_int
 from .generation import generate
 from .model import cross_entropy
-from .tasks import Split, Task
+from .tasks import Split, Task, parts_by_rows
 
 __all__ = ["AdditionTask"]
 
@@ -103,6 +103,10 @@ class AdditionTask(Task):
             if not clash.any():
                 return self.problems(numbers)
             numbers[clash] = rng.integers(0, self.n_problems, size=int(clash.sum()))
+
+    def parts(self, batch, count):
+        """Rows: every problem has as many answer digits, each a term of the mean."""
+        return parts_by_rows(batch, count)
 
     def loss_and_backward(self, model, batch):
         """Cross-entropy of the answer digits only; the problem's digits get no loss."""

@@ -28,7 +28,7 @@ import numpy as np
 
 from ._validation import positive_int
 from .model import cross_entropy
-from .tasks import Split, Task
+from .tasks import Split, Task, parts_by_rows
 
 __all__ = ["TOKENIZERS", "CharTokenizer", "TextTask", "addresses_task", "characters_per_token",
            "log_probabilities"]
@@ -271,10 +271,7 @@ class TextTask(Task):
         """The windows in ``count`` groups of rows, each weighted by its share of the rows:
         every window predicts the same number of tokens, so the mean over all of them is the
         weighted mean of the groups' means."""
-        (windows,) = batch
-        count = min(positive_int(count, "count"), len(windows))
-        groups = np.array_split(windows, count)
-        return [((group,), len(group) / len(windows)) for group in groups]
+        return parts_by_rows(batch, count)
 
     def loss_and_backward(self, model, batch):
         """Mean cross-entropy (nats) of every next token of the windows."""

@@ -72,6 +72,17 @@ class Task:
         return None
 
 
+def parts_by_rows(batch, count):
+    """:meth:`Task.parts` of a task whose loss is the mean over rows that each count the same
+    number of terms: the arrays of ``batch`` cut into ``count`` groups of rows (fewer if there
+    are fewer rows), each weighted by its share of the rows."""
+    rows = len(batch[0])
+    count = min(positive_int(count, "count"), rows)
+    bounds = np.linspace(0, rows, count + 1).round().astype(int)
+    return [(tuple(array[a:b] for array in batch), (b - a) / rows)
+            for a, b in zip(bounds[:-1], bounds[1:])]
+
+
 LABELLINGS = ("reverse", "sort")
 
 
@@ -169,6 +180,10 @@ class LabellingTask(Task):
     def sample(self, rng, count, exclude):
         tokens = self._draw(rng, positive_int(count, "count"), exclude)
         return tokens, self.targets(tokens)
+
+    def parts(self, batch, count):
+        """Rows: every sequence has ``length`` tokens, each a term of the mean."""
+        return parts_by_rows(batch, count)
 
     def loss_and_backward(self, model, batch):
         tokens, targets = batch
