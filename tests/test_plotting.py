@@ -149,6 +149,94 @@ def test_matrix_heatmap_is_centred_on_zero():
         matrix_heatmap(np.ones(3), xlabel="x", ylabel="y")
 
 
+CAUSAL = np.tri(3, dtype=bool)  # (n_t, n_t): a decoder's masked self-attention
+SOURCE_KEEP = np.array([[True, False]] * 3)  # (n_t, n_s): cross-attention, one padded key
+
+
+def test_mask_panels_draws_each_mask_beside_its_weights():
+    from scratchformer.book import mask_panels
+
+    weights = [CAUSAL / CAUSAL.sum(axis=1, keepdims=True), SOURCE_KEEP.astype(float)]
+    fig = mask_panels([CAUSAL, SOURCE_KEEP], ["self", "cross"], [TOKENS, TOKENS],
+                      [TOKENS, ["x", "<pad>"]], weights=weights)
+    *panels, colorbar = fig.axes
+    assert len(panels) == 4 and colorbar.get_xlabel() == "attention weight"
+    assert [sub.get_suptitle() for sub in fig.subfigs[:2]] == ["self", "cross"]
+    for row, (mask, w) in enumerate(zip([CAUSAL, SOURCE_KEEP], weights)):
+        mask_ax, weights_ax = panels[2 * row:2 * row + 2]
+        np.testing.assert_array_equal(mask_ax.images[0].get_array(), mask)
+        np.testing.assert_array_equal(weights_ax.images[0].get_array(), w)
+        assert [t.get_text() for t in mask_ax.texts] == ["×"] * int((~mask).sum())
+        assert [t.get_text() for t in weights_ax.texts] == ["0"] * int((~mask).sum())
+        assert [t.get_text() for t in mask_ax.get_yticklabels()] == TOKENS
+    assert [t.get_text() for t in panels[2].get_xticklabels()] == ["x", "<pad>"]
+    leaked = weights[1] + 0.25 * ~SOURCE_KEEP  # a blocked weight that is not zero is shown
+    fig = mask_panels([SOURCE_KEEP], ["cross"], [TOKENS], [["x", "<pad>"]], weights=[leaked])
+    assert {t.get_text() for t in fig.axes[1].texts} == {"2e-01"}
+    assert len(mask_panels([CAUSAL], ["self"], [TOKENS], [TOKENS]).axes) == 1  # masks alone
+
+
+@pytest.mark.parametrize("args, weights, message", [
+    (([], [], [], []), None, "at least one mask"),
+    (([CAUSAL], ["a", "b"], [TOKENS], [TOKENS]), None, "2 titles for 1 masks"),
+    (([CAUSAL.astype(int)], ["a"], [TOKENS], [TOKENS]), None, "boolean matrix"),
+    (([CAUSAL[0]], ["a"], [TOKENS], [TOKENS]), None, r"shape \(3,\)"),
+    (([CAUSAL], ["a"], [TOKENS[:2]], [TOKENS]), None, r"query_labels\[0\] has 2 labels"),
+    (([SOURCE_KEEP], ["a"], [TOKENS], [TOKENS]), None, r"key_labels\[0\] has 3 labels"),
+    (([CAUSAL], ["a"], [TOKENS], [TOKENS]), [np.ones((3, 2))], r"weights\[0\] has shape"),
+    (([CAUSAL], ["a"], [TOKENS], [TOKENS]), [], "0 weights for 1 masks"),
+])
+def test_mask_panels_rejects_bad_input(args, weights, message):
+    from scratchformer.book import mask_panels
+
+    with pytest.raises(ValueError, match=message):
+        mask_panels(*args, weights=weights)
+
+
+TREE = {("a",): 0.5, ("a", "a"): 0.15, ("a", "c"): 0.2, ("b",): 0.4, ("b", "a"): 0.36,
+        ("b", "b"): 0.02, ("c",): 0.1, ("c", "a"): 0.04}
+BEAM = {("a",), ("b",), ("a", "c"), ("b", "a")}
+
+
+def test_search_tree_shows_probabilities_the_beam_and_greedy_path():
+    from scratchformer.book import search_tree
+
+    fig = search_tree(TREE, kept=BEAM, greedy=("a", "c"), notes={("b", "a"): "best"})
+    (ax,) = fig.axes
+    nodes = {t.get_text(): t for t in ax.texts if t.get_bbox_patch() is not None}
+    assert set(nodes) == {"BOS", "a: 0.50", "a a: 0.15", "a c: 0.20", "b: 0.40",
+                          "b a: 0.36", "b b: 0.02", "c: 0.10", "c a: 0.04"}
+    styles = {text: node.get_bbox_patch().get_linestyle() for text, node in nodes.items()}
+    assert styles["b a: 0.36"] == "-" and styles["a a: 0.15"] == "--"  # kept, pruned
+    assert styles["c: 0.10"] == "--" and styles["c a: 0.04"] == ":"  # pruned, never reached
+    texts = [t.get_text() for t in ax.texts]
+    assert "step 1\nkeeps 2 of 3" in texts and "step 2\nkeeps 2 of 4" in texts
+    assert "best" in texts
+    thick = [line for line in ax.lines if line.get_linewidth() > 3]  # greedy's path
+    path = [nodes[name].get_position() for name in ("BOS", "a: 0.50", "a c: 0.20")]
+    assert [list(zip(line.get_xdata(), line.get_ydata())) for line in thick] == [
+        path[:2], path[1:]]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["kept by the beam", "pruned by the beam", "never reached",
+                      "greedy's path"]
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"probabilities": {}}, TypeError, "non-empty dict"),
+    ({"probabilities": {"a": 0.5}}, TypeError, "tuples of tokens"),
+    ({"probabilities": {("a",): 1.5}}, ValueError, "not a probability"),
+    ({"probabilities": {("a", "b"): 0.5}}, ValueError, "has no parent"),
+    ({"probabilities": TREE, "kept": {("b", "b")}}, ValueError, "but not its parent"),
+    ({"probabilities": TREE, "greedy": ("a", "b")}, ValueError, "greedy's path names"),
+    ({"probabilities": TREE, "notes": {("d",): "x"}}, ValueError, "notes names"),
+])
+def test_search_tree_rejects_bad_input(kwargs, error, message):
+    from scratchformer.book import search_tree
+
+    with pytest.raises(error, match=message):
+        search_tree(**kwargs)
+
+
 def all_texts(fig):
     """Every piece of text the figure draws: titles, labels, tick labels, legends, cells."""
     fig.canvas.draw()  # tick labels get their text when drawn
@@ -156,7 +244,14 @@ def all_texts(fig):
 
 
 def figures_for_the_book():
-    from scratchformer.book import attention_heads, attention_layers, curves, matrix_heatmap
+    from scratchformer.book import (
+        attention_heads,
+        attention_layers,
+        curves,
+        mask_panels,
+        matrix_heatmap,
+        search_tree,
+    )
 
     rng = np.random.default_rng(0)
     tokens = "the cat chased a mouse until it hid".split()
@@ -169,10 +264,18 @@ def figures_for_the_book():
         "curves": curves(x, {f"series {i}": x**0.5 * i for i in range(5)}, xlabel="x",
                          ylabel="y"),
         "matrix": matrix_heatmap(rng.normal(size=(128, 64)), xlabel="d", ylabel="position"),
+        "masks": mask_panels([np.tri(6, dtype=bool), np.ones((6, 5), dtype=bool)],
+                             ["decoder masked self-attention", "cross-attention"],
+                             [tokens[:6]] * 2, [tokens[:6], tokens[:5]],
+                             weights=[np.tri(6) / np.arange(1, 7)[:, None],
+                                      np.full((6, 5), 0.2)]),
+        "tree": search_tree(TREE, kept=BEAM, greedy=("a", "c"),
+                            notes={("a", "c"): "greedy's answer", ("b", "a"): "beam's answer"}),
     }
 
 
-@pytest.mark.parametrize("name", ["heatmap", "heads", "layers", "curves", "matrix"])
+@pytest.mark.parametrize("name", ["heatmap", "heads", "layers", "curves", "matrix", "masks",
+                                  "tree"])
 def test_figures_fit_the_column_with_legible_text(name):
     """Drawn no wider than the page's column, so shown at full size; no text below 10 pt."""
     from scratchformer.book.plotting import COLUMN_INCHES, MIN_FONT_POINTS

@@ -166,11 +166,6 @@ PER_FILE: dict[str, dict[str, str]] = {
     "book/tokenization.md": {
         "150,000": "the size of Unicode's repertoire, about 150,000 characters since Unicode 15: "
                    "a fact of the standard, stated as round as the sentence needs it"},
-    "book/intro.md": {"*": PARALLEL},
-    "book/rotary.md": {"*": PARALLEL},
-    "book/language_modelling.md": {"*": PARALLEL},
-    "book/decoder.md": {"*": PARALLEL},
-    "book/decoding.md": {"*": PARALLEL},
 }
 
 

@@ -14,7 +14,15 @@ import it as ``from scratchformer import book as sfb``.
 from .diagnostics import BLOCK_WEIGHTS, block_gradient_norms, gradient_norms, stream_scales
 from .diagram import architecture
 from .display import glue, markdown_table, weights_table
-from .plotting import attention_heads, attention_heatmap, attention_layers, curves, matrix_heatmap
+from .plotting import (
+    attention_heads,
+    attention_heatmap,
+    attention_layers,
+    curves,
+    mask_panels,
+    matrix_heatmap,
+    search_tree,
+)
 from .rnn import rnn_influence
 from .runs import book_seed, train_once
 from .timing import interleaved_medians, interleaved_times, peak_allocated
@@ -33,9 +41,11 @@ __all__ = [
     "interleaved_medians",
     "interleaved_times",
     "markdown_table",
+    "mask_panels",
     "matrix_heatmap",
     "peak_allocated",
     "rnn_influence",
+    "search_tree",
     "stream_scales",
     "train_once",
     "weights_table",

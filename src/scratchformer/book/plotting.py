@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 __all__ = ["COLUMN_INCHES", "MIN_FONT_POINTS", "attention_heatmap", "attention_heads",
-           "attention_layers", "curves", "matrix_heatmap"]
+           "attention_layers", "curves", "mask_panels", "matrix_heatmap", "search_tree"]
 
 #: Width of the page's column in inches at the figures' 100 dpi (672 px at 1280 px).
 COLUMN_INCHES = 6.7
@@ -261,3 +261,245 @@ def matrix_heatmap(values, *, xlabel, ylabel, title=None, ax=None, label="value"
     if title:
         ax.set_title(title)
     return ax.figure
+
+
+def _labels(labels, n, what):
+    """A panel's tick labels as a list of ``n`` strings, or a clear error."""
+    labels = [str(label) for label in labels]
+    if len(labels) != n:
+        raise ValueError(f"{what} has {len(labels)} labels for {n} rows/columns of its mask")
+    return labels
+
+
+def mask_panels(masks, titles, query_labels, key_labels, *, weights=None) -> Figure:
+    """Attention masks stacked one above another, each beside the weights it lets through.
+
+    A mask's cells are drawn dark where the query may attend to the key and light, crossed,
+    where it is blocked. With ``weights``, the weights computed under each mask are drawn to
+    its right on one colour scale, and every blocked cell shows its weight: ``0`` when it is
+    exactly zero, as a mask guarantees.
+
+    Parameters
+    ----------
+    masks : sequence of array_like of bool, each of shape (n_q, n_k)
+        May-attend masks, True where query ``i`` may read key ``j`` (the package's
+        convention: :func:`scratchformer.causal_mask`, :func:`scratchformer.padding_mask`
+        broadcast to ``(n_q, n_k)``). Each mask has its own shape.
+    titles : sequence of str, one per mask
+        What attends to what (e.g. ``"decoder self-attention"``).
+    query_labels, key_labels : sequence of sequence of str, one per mask
+        The tokens of each mask's rows (length ``n_q``) and columns (length ``n_k``).
+    weights : sequence of array_like, each of shape (n_q, n_k), optional
+        The attention weights of one sequence under each mask (e.g. averaged over heads).
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        Row by row, each mask's axes (and, with ``weights``, its weights' axes), then with
+        ``weights`` one colour-bar axes.
+
+    Notes
+    -----
+    The chapter "The decoder" (``book/decoder.md``, section "The decoder block") draws with
+    it the three masks of an encoder–decoder's attention on a batch of the translation task:
+    the encoder's self-attention, the decoder's masked self-attention and the cross-attention.
+    """
+    masks = [np.asarray(mask) for mask in masks]
+    if not masks:
+        raise ValueError("mask_panels needs at least one mask")
+    for what, seq in (("titles", titles), ("query_labels", query_labels),
+                      ("key_labels", key_labels), ("weights", weights)):
+        if (seq is not None or what != "weights") and len(seq) != len(masks):
+            raise ValueError(f"{len(seq)} {what} for {len(masks)} masks")
+    for i, mask in enumerate(masks):
+        if mask.dtype != bool or mask.ndim != 2:
+            raise ValueError(f"mask {i} must be a boolean matrix (n_q, n_k), got dtype "
+                             f"{mask.dtype} and shape {mask.shape}")
+    rows = [(mask, _labels(q, mask.shape[0], f"query_labels[{i}]"),
+             _labels(k, mask.shape[1], f"key_labels[{i}]"))
+            for i, (mask, q, k) in enumerate(zip(masks, query_labels, key_labels))]
+    if weights is not None:
+        weights = [np.asarray(w, dtype=float) for w in weights]
+        for i, (w, mask) in enumerate(zip(weights, masks)):
+            if w.shape != mask.shape:
+                raise ValueError(f"weights[{i}] has shape {w.shape}, its mask {mask.shape}")
+
+    ncols = 1 if weights is None else 2
+    n_k = max(mask.shape[1] for mask in masks)
+    cell = min(0.32, (COLUMN_INCHES - 2.4) / (ncols * n_k))  # inches a cell, fit the column
+    heights = [mask.shape[0] * cell + 1.2 for mask in masks]  # a row: title, cells, tokens
+    bar = 0.6 if weights is not None else 0.0  # the colour bar's row
+    fig = plt.figure(layout="constrained", figsize=(
+        min(COLUMN_INCHES, ncols * n_k * cell + 1.6 + 0.6 * (ncols - 1)), sum(heights) + bar))
+    subfigures = fig.subfigures(len(masks) + (weights is not None), 1, squeeze=False,
+                                height_ratios=heights + ([bar] if bar else []))[:, 0]
+    may_or_not = plt.matplotlib.colors.ListedColormap(["#EEEEEE", COLOURS[0]])
+    images = []  # the weights' heatmaps, which share one colour bar
+    for r, ((mask, q, k), title) in enumerate(zip(rows, titles)):
+        subfigure = subfigures[r]
+        subfigure.suptitle(title, x=0.02, ha="left", fontsize="large")
+        panels = subfigure.subplots(1, ncols, squeeze=False)[0]
+        ax = panels[0]
+        ax.imshow(mask, cmap=may_or_not, vmin=0, vmax=1)
+        for (i, j), may in np.ndenumerate(mask):
+            if not may:
+                ax.text(j, i, "×", ha="center", va="center", fontsize=MIN_FONT_POINTS + 1)
+        ax.set_xticks(range(len(k)), k)
+        ax.set_yticks(range(len(q)), q)
+        plt.setp(ax.get_xticklabels(), rotation=45, ha="right", rotation_mode="anchor")
+        ax.set_title("mask (× blocked)")
+        ax.set_xlabel("key")
+        ax.set_ylabel("query")
+        if weights is None:
+            continue
+        ax = panels[1]
+        attention_heatmap(weights[r], q, k, ax=ax, annotate=False, colorbar=False,
+                          title="weights")
+        images.append(ax.images[0])
+        ax.set_xlabel("key")
+        ax.set_ylabel("")
+        ax.tick_params(labelleft=False)
+        for (i, j), may in np.ndenumerate(mask):
+            if not may:
+                w = weights[r][i, j]
+                ax.text(j, i, "0" if w == 0.0 else f"{w:.0e}", ha="center", va="center",
+                        fontsize=MIN_FONT_POINTS)
+    if weights is not None:
+        cax = subfigures[-1].add_subplot(subfigures[-1].add_gridspec(1, 4)[0, 1:3])
+        subfigures[-1].colorbar(images[0], cax=cax, orientation="horizontal",
+                                label="attention weight")
+    return fig
+
+
+def _prefix(key, what):
+    """A prefix as a tuple of str, or a clear error."""
+    if not isinstance(key, tuple) or not all(isinstance(token, str) for token in key):
+        raise TypeError(f"{what} must be tuples of tokens (str), got {key!r}")
+    return key
+
+
+def search_tree(probabilities, *, kept=(), greedy=(), notes=None) -> Figure:
+    """A search tree of prefixes, left to right: each with its probability, greedy search's
+    path, and what a beam kept and pruned at each step.
+
+    Parameters
+    ----------
+    probabilities : dict of tuple of str to float
+        ``P(prefix)`` of every prefix drawn, keyed by its tokens (without BOS); the parent of
+        each (the prefix one token shorter) is a key too, but for the empty prefix, the
+        root, which is drawn as ``BOS`` and may be left out. Children are drawn in the
+        order of the keys.
+    kept : collection of tuple of str, optional
+        The prefixes a beam kept at their step. A prefix whose parent is the root or was
+        kept, and is not kept itself, was pruned; one whose parent was not kept was never
+        reached. A kept prefix's parent must be kept too (a beam extends only what it kept).
+    greedy : tuple of str, optional
+        Greedy search's tokens: the path through their prefixes is drawn thick.
+    notes : dict of tuple of str to str, optional
+        Text written to the right of a prefix's node (e.g. ``"greedy's answer"``).
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        One axes (without axis lines) holding the tree, its step headers and a legend.
+
+    Notes
+    -----
+    The chapter "Decoding" (``book/decoding.md``, section "A distribution where greedy search
+    misses") draws with it the tree of its table, where greedy search takes the most probable
+    first token and a beam of two finds the more probable sequence.
+    """
+    if not isinstance(probabilities, dict) or not probabilities:
+        raise TypeError("probabilities must be a non-empty dict of prefix (tuple) to float")
+    p = {(): 1.0}
+    for key, value in probabilities.items():
+        value = float(value)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"P{key!r} = {value} is not a probability in [0, 1]")
+        p[_prefix(key, "the keys of probabilities")] = value
+    orphans = [key for key in p if key and key[:-1] not in p]
+    if orphans:
+        raise ValueError(f"the prefix {orphans[0]!r} has no parent {orphans[0][:-1]!r} in "
+                         "probabilities")
+    kept = {_prefix(key, "kept prefixes") for key in kept}
+    greedy = _prefix(tuple(greedy), "greedy")
+    notes = {_prefix(key, "the keys of notes"): str(text) for key, text in (notes or {}).items()}
+    for what, keys in (("kept", kept), ("greedy's path", [greedy[:t + 1] for t in
+                                                         range(len(greedy))]),
+                       ("notes", notes)):
+        missing = [key for key in keys if key not in p]
+        if missing:
+            raise ValueError(f"{what} names the prefix {missing[0]!r}, not in probabilities")
+    stray = [key for key in kept if key[:-1] and key[:-1] not in kept]
+    if stray:
+        raise ValueError(f"the beam kept {stray[0]!r} but not its parent {stray[0][:-1]!r}")
+
+    def status(key):
+        if not key:
+            return "root"
+        if key in kept:
+            return "kept"
+        return "pruned" if not key[:-1] or key[:-1] in kept else "never reached"
+
+    # Leaves one under another in depth-first order; a parent midway between its children.
+    children = {key: [child for child in p if child[:-1] == key and child] for key in p}
+    y, leaves = {}, 0
+
+    def place(key):
+        nonlocal leaves
+        if children[key]:
+            for child in children[key]:
+                place(child)
+            y[key] = np.mean([y[child] for child in children[key]])
+        else:
+            y[key], leaves = -leaves, leaves + 1
+
+    place(())
+    depth = max(len(key) for key in p)
+    fig, ax = plt.subplots(layout="constrained",
+                           figsize=(COLUMN_INCHES, 0.42 * leaves + 1.7))
+    looks = {  # node face, edge colour, edge style, text colour
+        "root": ("white", "black", "-", "black"),
+        "kept": (COLOURS[4], "black", "-", "black"),
+        "pruned": ("white", "black", "--", "black"),
+        "never reached": ("white", "#767676", ":", "#595959"),
+    }
+    on_path = {greedy[:t] for t in range(len(greedy) + 1)}
+    for key in p:
+        if not key:
+            continue
+        parent, (_, edge, style, _) = key[:-1], looks[status(key)]
+        if key in on_path and parent in on_path:
+            ax.plot([len(parent), len(key)], [y[parent], y[key]], color=COLOURS[1], lw=6,
+                    solid_capstyle="round", zorder=1)
+        ax.plot([len(parent), len(key)], [y[parent], y[key]], color=edge, ls=style, lw=1.2,
+                zorder=2)
+    for key, prob in p.items():
+        face, edge, style, colour = looks[status(key)]
+        label = "BOS" if not key else f"{' '.join(key)}: {prob:.2f}"
+        ax.text(len(key), y[key], label, ha="center", va="center", color=colour,
+                fontsize=MIN_FONT_POINTS + 1, zorder=3,
+                bbox={"boxstyle": "round,pad=0.35", "facecolor": face, "edgecolor": edge,
+                      "linestyle": style})
+        if key in notes:
+            ax.text(len(key) + 0.33, y[key], notes[key], ha="left", va="center",
+                    fontsize=MIN_FONT_POINTS + 1)
+    for d in range(1, depth + 1):
+        candidates = [key for key in p if len(key) == d and status(key) in ("kept", "pruned")]
+        n_kept = sum(key in kept for key in candidates)
+        ax.text(d, 0.9, f"step {d}\nkeeps {n_kept} of {len(candidates)}", ha="center",
+                va="bottom", fontsize=MIN_FONT_POINTS + 1)
+    ax.set_xlim(-0.35, depth + (1.3 if notes else 0.4))
+    ax.set_ylim(-leaves + 0.4, 2.0)
+    ax.set_axis_off()
+    handles = [
+        plt.matplotlib.patches.Patch(facecolor=COLOURS[4], edgecolor="black",
+                                     label="kept by the beam"),
+        plt.matplotlib.patches.Patch(facecolor="white", edgecolor="black", ls="--",
+                                     label="pruned by the beam"),
+        plt.matplotlib.patches.Patch(facecolor="white", edgecolor="#767676", ls=":",
+                                     label="never reached"),
+        plt.matplotlib.lines.Line2D([], [], color=COLOURS[1], lw=6, label="greedy's path"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
+    return fig

@@ -92,8 +92,8 @@ class TrainResult:
         budget, which another process on the machine does not inflate as it does the clock.
     parameters_at : dict of int to dict
         With ``TrainConfig.keep_parameters``: for each evaluation's ``eval_step``, a copy of
-        every parameter then (``{name: array}``, as :meth:`~scratchformer.Layer.
-        load_parameters` takes it); empty otherwise.
+        every parameter then (``{name: array}``, as
+        :meth:`~scratchformer.Layer.load_parameters` takes it); empty otherwise.
     """
 
     model: Layer
