@@ -218,6 +218,26 @@ def test_a_tap_on_the_toggle_opens_the_contents_of_the_page(browser, site_url, w
     assert problems["pageerror"] == [] and problems["console"] == []
 
 
+def test_the_api_reference_lists_its_module_groups_in_its_side_contents(browser, site_url):
+    """The API reference's side contents show its second level (the module groups) at the top
+    of the page, which the theme folds until scrolled to; a chapter's stay folded."""
+    def shown(path):
+        page, problems = visit(browser, site_url, path, "desktop")
+        try:
+            return page.evaluate("""() => [...document.querySelectorAll(
+                '#pst-page-toc-nav li')].filter(li => li.checkVisibility()).map(
+                li => li.className.match(/toc-h[0-9]/)[0])"""), problems
+        finally:
+            page.context.close()
+
+    api, problems = shown("book/api.html")
+    assert api.count("toc-h2") == 3 and api.count("toc-h3") >= 20, api
+    assert "toc-h4" not in api  # the classes and functions still unfold on scrolling
+    assert problems["pageerror"] == [] and problems["console"] == []
+    chapter, _ = shown("book/decoding.html")
+    assert set(chapter) == {"toc-h2"}, chapter
+
+
 @pytest.mark.parametrize("viewport", ["desktop", "phone"])
 def test_the_exercise_named_in_a_solution_s_bar_opens_the_solution(browser, site_url, viewport):
     """The largest part of a solution's bar is the link to its exercise: a click (a tap on a
