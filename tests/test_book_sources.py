@@ -81,10 +81,12 @@ def test_shown_code_fits_the_page(chapter, path, name, options):
     assert too_long == [], f"{chapter} shows {name} with lines wider than the page"
 
 
-def code_cell_lines(chapter: Path):
-    """(line number, text) of the source lines of every code cell, metadata excluded."""
+def code_cell_lines(chapter: Path | str):
+    """(line number, text) of the source lines of every code cell, metadata excluded; of a
+    chapter's file, or of a chapter's text."""
+    text = chapter.read_text() if isinstance(chapter, Path) else chapter
     in_cell = in_metadata = False
-    for number, line in enumerate(chapter.read_text().splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if line.startswith("```{code-cell}"):
             in_cell, in_metadata, first = True, False, True
             continue
@@ -101,3 +103,73 @@ def code_cell_lines(chapter: Path):
 def test_code_cells_fit_the_page(chapter):
     too_long = [(n, line) for n, line in code_cell_lines(chapter) if len(line) > 79]
     assert too_long == [], f"{chapter.name}: code lines wider than the page (79)"
+
+
+# A call that trains a model: the training loop (``tr.train``, or ``train`` imported from
+# ``scratchformer.train``) or a run shared by the chapters (``sfb.train_once``); not a
+# method called ``train`` (PyTorch's ``module.train()``, ``tk.BPE.train``).
+TRAINS = re.compile(r"(?<![\w.])(?:(?:tr|sfb)\.)?(?:train|train_once)\(")
+SHOWS_SETTINGS = re.compile(r"\brun_settings\(")
+LABEL = re.compile(r"^\((?P<label>[\w-]+)\)=[ \t]*$", re.MULTILINE)
+REFERENCE = re.compile(r"\{ref\}`[^`]*<(?P<label>[\w-]+)>`")
+
+
+def runs_without_settings(chapters: dict[str, str]) -> list[str]:
+    """The chapters (of ``{name: text}``) whose code trains a model and shows no table of
+    the run's model and settings (``sfb.run_settings``): neither in a cell of their own, nor
+    by a link to the section of another chapter that shows that run's table (a chapter
+    reading a run trained by another, as decoding reads the translator). A section runs
+    from its label to the next label."""
+    tabled = set()  # labels whose section has a code cell calling run_settings
+    for text in chapters.values():
+        starts = [(text.count("\n", 0, m.start()) + 1, m["label"])
+                  for m in LABEL.finditer(text)]
+        shown = [n for n, line in code_cell_lines(text) if SHOWS_SETTINGS.search(line)]
+        for (start, label), (end, _) in zip(starts, starts[1:] + [(float("inf"), "")]):
+            if any(start < n < end for n in shown):
+                tabled.add(label)
+    missing = []
+    for name, text in chapters.items():
+        code = [line for _, line in code_cell_lines(text)]
+        if not any(TRAINS.search(line) for line in code):
+            continue
+        if any(SHOWS_SETTINGS.search(line) for line in code):
+            continue
+        if {m["label"] for m in REFERENCE.finditer(text)} & tabled:
+            continue
+        missing.append(name)
+    return missing
+
+
+def test_every_training_run_shows_its_model_and_settings():
+    chapters = {chapter.name: chapter.read_text() for chapter in CHAPTERS}
+    trains = {name for name, text in chapters.items()
+              if any(TRAINS.search(line) for _, line in code_cell_lines(text))}
+    # the check sees the chapters that train (a pattern gone stale would see none)
+    assert {"training.md", "post_ln_pre_ln.md", "translation.md", "decoding.md",
+            "decoder_only.md", "rotary.md", "language_modelling.md"} <= trains
+    assert runs_without_settings(chapters) == [], (
+        "these chapters train a model without showing its settings: add a cell "
+        "Markdown(sfb.run_settings(model, config, task=task)) after the training cell")
+
+
+def test_the_settings_check_can_fail():
+    def cell(code):
+        return "```{code-cell} ipython3\n" + code + "\n```\n"
+
+    trains = cell("result = sfb.train_once(model, task, config)")
+    table = cell("Markdown(sfb.run_settings(result.model, config, task=task))")
+    chapters = {
+        "forgets.md": "# Training\n" + trains,
+        "shows.md": "(sec-shows-run)=\n## Training\n" + trains + table
+                    + "(sec-shows-next)=\n## Next\n",
+        "loop.md": cell("result = tr.train(model, task, config)"),
+        "imported.md": cell("runs = [train(model, task, config)]"),
+        "links.md": trains + "Its settings are in {ref}`the run <sec-shows-run>`.\n",
+        "links_elsewhere.md": trains + "See {ref}`the next section <sec-shows-next>`.\n",
+        "says.md": trains + "We would call `run_settings(model, config)` here.\n",
+        "not_training.md": cell("module = to_torch(block).train()\n"
+                                "bpe = tk.BPE.train(text, 300)"),
+    }
+    assert sorted(runs_without_settings(chapters)) == [
+        "forgets.md", "imported.md", "links_elsewhere.md", "loop.md", "says.md"]

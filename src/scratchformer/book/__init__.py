@@ -2,9 +2,10 @@
 
 Figures (:mod:`~scratchformer.book.plotting` and the architecture diagram of
 :mod:`~scratchformer.book.diagram`, the only modules of the package that import matplotlib),
-tables and the glue that hands computed values to the text (:mod:`~scratchformer.book.display`),
-timing and memory measurements (:mod:`~scratchformer.book.timing`), the speed comparisons
-against PyTorch (:mod:`~scratchformer.book.benchmarks`), gradient diagnostics
+tables, among them the model and settings of a training run, and the glue that hands computed
+values to the text (:mod:`~scratchformer.book.display`), timing and memory measurements
+(:mod:`~scratchformer.book.timing`), the speed comparisons against PyTorch
+(:mod:`~scratchformer.book.benchmarks`), gradient diagnostics
 (:mod:`~scratchformer.book.diagnostics`), training runs shared by the chapters of a build
 (:mod:`~scratchformer.book.runs`) and the recurrent network of the first chapter
 (:mod:`~scratchformer.book.rnn`). None of it is needed to build or train a model; the chapters
@@ -13,7 +14,7 @@ import it as ``from scratchformer import book as sfb``.
 
 from .diagnostics import BLOCK_WEIGHTS, block_gradient_norms, gradient_norms, stream_scales
 from .diagram import architecture
-from .display import glue, markdown_table, weights_table
+from .display import glue, markdown_table, run_settings, weights_table
 from .plotting import (
     attention_heads,
     attention_heatmap,
@@ -45,6 +46,7 @@ __all__ = [
     "matrix_heatmap",
     "peak_allocated",
     "rnn_influence",
+    "run_settings",
     "search_tree",
     "stream_scales",
     "train_once",
