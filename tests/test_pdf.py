@@ -244,3 +244,38 @@ def test_fitting_shrinks_an_equation_wider_than_the_column_until_it_fits(browser
     # Three times the column: shrinking stops at the smallest readable size, and it is reported.
     assert refused["scaled"][0]["factor"] == build_pdf.SMALLEST_EQUATION
     assert len(refused["cut"]) == 1 and "eq-wide" in refused["cut"][0]
+
+
+@pytest.mark.site
+def test_no_shadow_or_filter_is_printed_as_an_image():
+    """Chromium prints a box shadow (or a filter) as a JPEG image of it; every figure of the
+    book is a PNG. 377 such images weighed 4.6 MB of a 23.4 MB PDF."""
+    require_pdf()
+    jpegs = PDF.read_bytes().count(b"/DCTDecode")
+    assert jpegs == 0, f"{jpegs} JPEG images in the PDF: shadows or filters printed"
+
+
+SHADOWS = """() => [...document.querySelectorAll('*')]
+  .flatMap((el) => [null, '::before', '::after']
+    .map((pseudo) => [el, getComputedStyle(el, pseudo)]))
+  .filter(([el, style]) => style.display !== 'none' && (style.boxShadow !== 'none'
+          || style.textShadow !== 'none' || style.filter !== 'none'
+          || style.backdropFilter !== 'none'))
+  .map(([el, style]) => `${el.tagName.toLowerCase()}.${[...el.classList].join('.')}`)"""
+
+
+@pytest.mark.site
+@pytest.mark.browser
+def test_printing_draws_no_shadow_and_no_filter(browser, site_url):
+    """The theme gives admonitions, proofs and menus shadows, some with !important; print.css
+    takes every one away on paper. On screen the same check finds them."""
+    page = browser.new_page()
+    try:
+        page.goto(f"{site_url}/book/scaling.html", wait_until="networkidle")
+        on_screen = page.evaluate(SHADOWS)
+        page.emulate_media(media="print")
+        printed = page.evaluate(SHADOWS)
+    finally:
+        page.close()
+    assert any(name.startswith("div.proof") for name in on_screen), on_screen
+    assert printed == []
