@@ -2,16 +2,23 @@
 
 The PDF is read back with pypdf: it must hold every chapter's title, the numbers of every
 theorem, equation and figure the website shows, every bibliography entry and every figure,
-and no TeX left untypeset. Printing must cut nothing: the fitting of wide equations is checked
-in Chromium on an equation far wider than the page. Locally these tests skip when the PDF was
-not built (no Chromium, or ``make book`` without ``make pdf``); under CI they fail.
+and no TeX left untypeset. It is a book: a title page (title, author, date, commit), contents
+whose page numbers are the pages where each part and chapter begins, an outline that reads
+part, chapter, section, no empty page, and no shadow printed as an image. Printing must cut
+nothing: the fitting of wide equations is checked in Chromium on an equation far wider than the
+page, and the breaking of a code cell taller than a page on one that leaves a page empty when
+kept whole. Locally these tests skip when the PDF was not built (no Chromium, or ``make book``
+without ``make pdf``); under CI they fail.
 """
 
 from __future__ import annotations
 
 import html.parser
+import io
 import json
 import re
+import shutil
+import subprocess
 import unicodedata
 from pathlib import Path
 
@@ -86,6 +93,18 @@ def require_pdf() -> None:
     if not PDF.exists():
         _unavailable(f"no {PDF.relative_to(ROOT)}: run `make pdf` (`make test` does; it needs "
                      "Chromium)")
+
+
+def pdf_reader():
+    require_pdf()
+    from pypdf import PdfReader
+
+    return PdfReader(PDF)
+
+
+def report() -> dict:
+    require_pdf()
+    return json.loads(build_pdf.REPORT.read_text())
 
 
 def pdf_text() -> str:
@@ -246,6 +265,150 @@ def test_fitting_shrinks_an_equation_wider_than_the_column_until_it_fits(browser
     assert len(refused["cut"]) == 1 and "eq-wide" in refused["cut"][0]
 
 
+def chapter_titles() -> dict[str, list[str]]:
+    """Each part's caption and its chapters' titles, from ``_toc.yml`` and the sources."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    return {part["caption"]: [first_heading(chapter["file"]) for chapter in part["chapters"]]
+            for part in toc["parts"]}
+
+
+def first_heading(file: str, level: str = "#") -> str:
+    source = (ROOT / f"{file}.md").read_text(encoding="utf-8")
+    return re.search(rf"^{level} (.+)$", source, re.MULTILINE).group(1)
+
+
+def plain(title: str) -> str:
+    """A heading of the sources as it prints: no backticks, typographic apostrophes."""
+    return title.replace("`", "").replace("'", "\u2019")
+
+
+def numbered(printed: str, title: str) -> bool:
+    """``printed`` is ``title``, after its section number if it has one ("3.2. ")."""
+    return re.fullmatch(rf"(\d+(\.\d+)*\. )?{re.escape(plain(title))}", printed) is not None
+
+
+def outline_tree(items: list[tuple[int, str, int]]) -> list[dict]:
+    """``build_pdf.outline_items`` as a tree: ``{title, page, children}``."""
+    root: list[dict] = []
+    stack: list[list[dict]] = [root]
+    for depth, title, page in items:
+        del stack[depth + 1:]
+        node = {"title": title, "page": page, "children": []}
+        stack[depth].append(node)
+        stack.append(node["children"])
+    return root
+
+
+@pytest.mark.site
+def test_the_outline_reads_part_chapter_section():
+    reader = pdf_reader()
+    tree = outline_tree(build_pdf.outline_items(reader))
+    parts = chapter_titles()
+    assert [node["title"] for node in tree] == ["Contents", "Introduction", *parts]
+    intro = tree[1]
+    assert [n["title"] for n in intro["children"]] == [
+        plain(t) for t in re.findall(r"^## (.+)$", (ROOT / "book" / "intro.md").read_text(),
+                                     re.MULTILINE)]
+    files = iter(c["file"] for part in yaml.safe_load((ROOT / "_toc.yml").read_text())["parts"]
+                 for c in part["chapters"])
+    for node in tree[2:]:
+        chapters = node["children"]
+        assert len(chapters) == len(parts[node["title"]]), node["title"]
+        for chapter, title in zip(chapters, parts[node["title"]]):
+            assert numbered(chapter["title"], title), (chapter["title"], title)
+            assert chapter["page"] > node["page"]
+            sections = re.findall(r"^## (.+)$", (ROOT / f"{next(files)}.md").read_text(),
+                                  re.MULTILINE)
+            assert len(chapter["children"]) == len(sections), chapter["title"]
+            for section, expected in zip(chapter["children"], sections):
+                assert numbered(section["title"], expected), (section["title"], expected)
+                assert section["page"] >= chapter["page"]
+
+
+@pytest.mark.site
+def test_the_title_page_names_the_book_its_author_the_date_and_the_commit():
+    reader, built = pdf_reader(), report()
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    first = build_pdf.body_text(reader.pages[0])
+    lines = built["title_page"]
+    assert lines["title"] == config["title"] and lines["author"] == (config.get("author") or "")
+    for line in lines.values():
+        assert squash(line) in squash(first), line
+    match = re.fullmatch(r"Built on (\d{1,2} \w+ \d{4}) from (commit ([0-9a-f]{7,})"
+                         r"(, with uncommitted changes)?|an unknown commit \((.+)\))",
+                         lines["built"])
+    assert match, lines["built"]
+    if match.group(3) and shutil.which("git"):  # a commit of this repository
+        subprocess.run(["git", "cat-file", "-e", f"{match.group(3)}^{{commit}}"], cwd=ROOT,
+                       check=True)
+    assert "Contents" not in first and len(first) < 400  # the page holds only these lines
+    outline = build_pdf.outline_items(reader)
+    assert outline[0][1:] == ("Contents", 2)
+
+
+def test_the_title_page_says_which_commit_and_whether_it_was_changed(tmp_path, monkeypatch):
+    if not shutil.which("git"):
+        pytest.skip("git is not installed")
+    assert build_pdf.describe_commit(tmp_path, git="no-such-git") == (
+        "an unknown commit (git is not available)")
+    assert build_pdf.describe_commit(tmp_path) == "an unknown commit (not a git checkout)"
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org",
+                               *args], cwd=tmp_path, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "_config.yml").write_text("title: A Book\n")
+    git("add", "_config.yml")
+    git("commit", "-q", "-m", "first")
+    head = git("rev-parse", "--short", "HEAD")
+    assert build_pdf.describe_commit(tmp_path) == f"commit {head}"
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01 00:00 UTC
+    assert build_pdf.title_page(tmp_path) == {
+        "title": "A Book", "author": "", "built": f"Built on 1 January 2026 from commit {head}"}
+    (tmp_path / "new.md").write_text("not committed\n")
+    assert build_pdf.describe_commit(tmp_path) == f"commit {head}, with uncommitted changes"
+
+
+@pytest.mark.site
+def test_the_contents_give_the_page_where_each_part_and_chapter_begins():
+    reader, contents = pdf_reader(), report()["contents"]
+    parts = chapter_titles()
+    assert [e["title"] for e in contents if e["level"] == 0] == ["Introduction", *parts]
+    listed = [e["title"] for e in contents if e["level"] == 1]
+    expected = [title for titles in parts.values() for title in titles]
+    assert len(listed) == len(expected)
+    assert all(numbered(got, title) for got, title in zip(listed, expected)), listed
+    # The numbers are the pages where the titles are, as the PDF's links and its text say.
+    assert build_pdf.book_problems(reader, contents) == []
+    assert [e["page"] for e in contents] == sorted(e["page"] for e in contents)
+    # And they are printed: each entry's title, then its number, on the contents' pages.
+    first_page = contents[0]["page"]  # the introduction's, after the contents
+    printed = squash(" ".join(build_pdf.body_text(reader.pages[i]) for i in range(1, first_page)))
+    missing = [f"{e['title']} {e['page']}" for e in contents
+               if squash(e["title"]) + str(e["page"]) not in printed]
+    assert missing == [], f"entries not printed with their page in the contents: {missing}"
+
+
+@pytest.mark.site
+def test_a_wrong_page_number_in_the_contents_is_found():
+    reader, contents = pdf_reader(), report()["contents"]
+    chapter = next(i for i, e in enumerate(contents) if e["level"] == 1)
+    for shift in (-1, 1):
+        wrong = [dict(e) for e in contents]
+        wrong[chapter]["page"] += shift
+        assert len(build_pdf.misplaced_entries(reader, wrong)) == 1
+        assert len(build_pdf.book_problems(reader, wrong)) == 2  # its link goes elsewhere too
+
+
+@pytest.mark.site
+def test_no_page_of_the_pdf_is_empty():
+    reader = pdf_reader()
+    assert build_pdf.blank_pages(reader) == []
+    assert build_pdf.body_text(reader.pages[0])  # the title page too has its lines
+
+
 @pytest.mark.site
 def test_no_shadow_or_filter_is_printed_as_an_image():
     """Chromium prints a box shadow (or a filter) as a JPEG image of it; every figure of the
@@ -279,3 +442,57 @@ def test_printing_draws_no_shadow_and_no_filter(browser, site_url):
         page.close()
     assert any(name.startswith("div.proof") for name in on_screen), on_screen
     assert printed == []
+
+
+# A code cell of the page, copied: one of `lines[0]` lines after a paragraph that fills half a
+# page, then one of `lines[1]` lines; nothing else on the page.
+TWO_CELLS = """(lines) => {
+  const article = document.querySelector('article.bd-article');
+  const cell = article.querySelector('div.cell:has(> div.cell_input)').cloneNode(true);
+  cell.querySelector(':scope > div.cell_output')?.remove();
+  const filler = document.createElement('p');
+  filler.style.height = '500px';
+  filler.textContent = 'A paragraph, then two code cells.';
+  const cells = lines.map((count, cellIndex) => {
+    const copy = cell.cloneNode(true);
+    copy.querySelector('pre').textContent = Array.from(
+      {length: count}, (_, i) => `cell${cellIndex}_line${i} = ${i}`).join('\\n');
+    return copy;
+  });
+  article.replaceChildren(filler, ...cells);
+}"""
+
+
+@pytest.mark.site
+@pytest.mark.browser
+def test_a_code_cell_taller_than_a_page_breaks_instead_of_leaving_a_page_empty(browser,
+                                                                               site_url):
+    """A 70-line cell kept whole (print.css: break-inside: avoid) is moved to a new page and
+    leaves its empty box there: the blank-page check finds it. Marked by BREAK_TALL_BLOCKS, it
+    breaks where it falls; a 10-line cell after it still moves whole to the next page."""
+    from pypdf import PdfReader
+
+    options = {"format": "A4", "scale": build_pdf.SCALE, "margin": build_pdf.MARGIN}
+    page = browser.new_page(viewport={"width": round(build_pdf.PRINTABLE_WIDTH_PX),
+                                      "height": 1200})
+    try:
+        page.goto(f"{site_url}/book/scaling.html", wait_until="networkidle")
+        page.evaluate(TWO_CELLS, [70, 10])
+        page.emulate_media(media="print")
+        whole = PdfReader(io.BytesIO(page.pdf(**options)))
+        released = page.evaluate(build_pdf.BREAK_TALL_BLOCKS, {
+            "pageHeight": build_pdf.PRINTABLE_HEIGHT_PX, "codeShare": build_pdf.CODE_SHARE})
+        broken = PdfReader(io.BytesIO(page.pdf(**options)))
+    finally:
+        page.close()
+    assert build_pdf.blank_pages(whole) != []
+    assert len(released) == 1 and released[0].startswith("div.cell_input"), released
+    assert build_pdf.blank_pages(broken) == []
+    assert len(broken.pages) < len(whole.pages)
+    texts = [build_pdf.body_text(p) for p in broken.pages]
+    long_pages = [i for i, t in enumerate(texts) if "cell0_line" in t]
+    assert long_pages[0] == 0, "the long cell starts on the first page, after the paragraph"
+    short_pages = [i for i, t in enumerate(texts) if "cell1_line" in t]
+    assert len(short_pages) == 1, "the short cell stays on one page"
+    assert all(f"cell1_line{i}=" in squash(texts[short_pages[0]]) for i in range(10))
+

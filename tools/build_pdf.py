@@ -4,11 +4,21 @@ Route: Sphinx's ``singlehtml`` builder writes every chapter into one page, takin
 chapter's outputs from the execution cache that ``make book`` filled (nothing is executed
 again: a chapter that would be is an error), with MathJax served from the build itself; then
 headless Chromium (the system's, driven by Playwright) typesets the maths and prints that page
-with the book's print style (``book/_static/print.css``). Before printing, every display
-equation wider than the printed column is set in a smaller size until it fits, and the build
-fails if anything (an equation, a code line, a table, a figure) would still be cut at the
-margin. The PDF is written into the website, ``_build/html/<PDF_NAME>``, which every page
-links to (``book/_ext/book_pdf.py``).
+with the book's print style (``book/_static/print.css``). The page is laid out as a book
+(``tools/pdf/book-layout.js``): a title page (the title and author of ``_config.yml``, the date
+of the build and the commit it was built from), a list of contents, the introduction, then each
+part and its chapters; the PDF's outline (its bookmarks) reads part, chapter, section.
+
+Before printing, every display equation wider than the printed column is set in a smaller size
+until it fits, and the build fails if anything (an equation, a code line, a table, a figure)
+would still be cut at the margin; a block kept on one page that is taller than a page (or a
+block of code taller than half of one) may break across pages instead of leaving a page empty.
+The book is printed twice: the first print says on which page each part and chapter begins
+(its link target, a named destination of the PDF), the numbers are written into the contents,
+in boxes whose width was reserved, and the second print is the book. The build fails if a
+number is not the page where that title is printed, or if a page has nothing on it. The PDF is
+written into the website, ``_build/html/<PDF_NAME>``, which every page links to
+(``book/_ext/book_pdf.py``).
 
 Usage: ``python -m tools.build_pdf`` after ``python -m tools.build_book`` (``make pdf`` runs both).
 Without Chromium it says so and exits 0 (the PDF tests then skip), except under CI (``CI``
@@ -17,15 +27,20 @@ set), where it fails. Prints the time the step took, the PDF's size and its page
 
 from __future__ import annotations
 
+import datetime
 import functools
 import http.server
+import io
 import json
+import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
+import unicodedata
 from pathlib import Path
 
 from . import build_book, sphinx_extensions  # build_book: the fingerprint of the inputs
@@ -40,6 +55,7 @@ WORK = BUILD / "pdf"  # jupyter-book's --path-output: its own doctrees, the cach
 SINGLE = WORK / "_build" / "singlehtml"
 PDF = BUILD / "html" / PDF_NAME
 REPORT = WORK / "report.json"
+REJECTED = WORK / "rejected.pdf"  # a PDF the checks after printing refused, kept to look at
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
@@ -50,6 +66,11 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 SCALE = 0.82
 MARGIN = {"top": "16mm", "bottom": "16mm", "left": "15mm", "right": "15mm"}
 PRINTABLE_WIDTH_PX = (210 - 30) / 25.4 * 96 / SCALE
+PRINTABLE_HEIGHT_PX = (297 - 32) / 25.4 * 96 / SCALE  # the page's height as the page is laid out
+MARGIN_PT = {side: float(value.removesuffix("mm")) / 25.4 * 72 for side, value in MARGIN.items()}
+# A block of code more than this share of a page tall may break across pages: kept whole, it
+# would leave as large a gap before it.
+CODE_SHARE = 0.5
 SMALLEST_EQUATION = 0.55  # below this fraction of the text size an equation is unreadable
 
 FOOTER = ('<div style="width:100%;font-size:8px;color:#555;text-align:center;">'
@@ -58,12 +79,174 @@ HEADER = ('<div style="width:100%;font-size:8px;color:#555;text-align:center;">'
           '<span class="title"></span></div>')
 
 # The scripts run in the page, each a JavaScript function in its own file (tools/pdf/): first the
-# single page laid out as a book (parts, chapters, a list of contents), then, laid out for
-# print, the wide equations fitted and what would still be cut listed.
+# single page laid out as a book (a title page, the contents, parts, chapters); then, laid out
+# for print, the wide equations fitted and what would still be cut listed, blocks taller than a
+# page allowed to break, and the headings' titles read; between the two prints, the page
+# numbers written into the contents.
 PDF_SCRIPTS = Path(__file__).resolve().parent / "pdf"
 BOOK_LAYOUT = (PDF_SCRIPTS / "book-layout.js").read_text()
-
 FIT_AND_CHECK = (PDF_SCRIPTS / "fit-and-check.js").read_text()
+BREAK_TALL_BLOCKS = (PDF_SCRIPTS / "break-tall-blocks.js").read_text()
+HEADING_TITLES = (PDF_SCRIPTS / "heading-titles.js").read_text()
+PAGE_NUMBERS = (PDF_SCRIPTS / "page-numbers.js").read_text()
+
+
+def describe_commit(root: Path = ROOT, git: str | None = "git") -> str:
+    """The commit the book is built from, as the title page prints it: ``commit 1a2b3c4``,
+    with ``, with uncommitted changes`` when ``git status --porcelain`` lists anything, or why
+    it is unknown (no git, or not a git checkout); never an error."""
+    git = git and shutil.which(git)
+    if not git:
+        return "an unknown commit (git is not available)"
+    try:
+        head = subprocess.run([git, "rev-parse", "--short", "HEAD"], cwd=root, check=True,
+                              capture_output=True, text=True).stdout.strip()
+        status = subprocess.run([git, "status", "--porcelain"], cwd=root, check=True,
+                                capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "an unknown commit (not a git checkout)"
+    return f"commit {head}" + (", with uncommitted changes" if status.strip() else "")
+
+
+def build_date() -> datetime.date:
+    """Today, or the date of ``SOURCE_DATE_EPOCH`` where a reproducible build sets it."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch:
+        return datetime.datetime.fromtimestamp(int(epoch), datetime.UTC).date()
+    return datetime.date.today()
+
+
+def title_page(root: Path = ROOT) -> dict:
+    """The lines of the title page: the title and author of ``_config.yml``, when and from
+    which commit the book was built, and where its sources are."""
+    import yaml
+
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    date = build_date()
+    lines = {"title": config["title"], "author": config.get("author") or "",
+             "built": f"Built on {date.day} {date:%B %Y} from {describe_commit(root)}"}
+    repository = (config.get("repository") or {}).get("url")
+    if repository:
+        lines["source"] = f"Source: {repository}"
+    return lines
+
+
+def squash(text: str) -> str:
+    """Text compared without regard to spacing or line breaks (as pypdf extracts it)."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
+
+
+def body_text(page) -> str:
+    """The text a page of the PDF prints inside its margins, from the top line down (each
+    line from the left): not its running header (the book's title) nor its footer (the page
+    number)."""
+    height = float(page.mediabox.height)
+    low, high = MARGIN_PT["bottom"], height - MARGIN_PT["top"]
+    found: list[tuple[float, float, str]] = []
+
+    def visit(text, cm, tm, font, size):
+        x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]  # the text's origin on the page
+        y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5]
+        if text.strip() and low < y < high:
+            found.append((-round(y), x, text))
+
+    page.extract_text(visitor_text=visit)
+    return " ".join(text for _, _, text in sorted(found)).strip()
+
+
+def blank_pages(reader) -> list[int]:
+    """The pages (numbered from 1) with neither text nor an image inside the margins."""
+    return [number for number, page in enumerate(reader.pages, 1)
+            if not body_text(page) and not page.images]
+
+
+def target_pages(reader) -> dict[str, int]:
+    """The page (numbered from 1) of every link target of the PDF (its named destinations:
+    Chromium writes one for each element a link of the page points at), by the element's id."""
+    return {name.removeprefix("/"): reader.get_destination_page_number(destination) + 1
+            for name, destination in reader.named_destinations.items()}
+
+
+def outline_items(reader) -> list:
+    """The PDF's outline as ``(depth, title, page)``, in its order (page numbered from 1)."""
+    items = []
+
+    def walk(nodes, depth):
+        for node in nodes:
+            if isinstance(node, list):
+                walk(node, depth + 1)
+            else:
+                items.append((depth, node.title, reader.get_destination_page_number(node) + 1))
+
+    walk(reader.outline, 0)
+    return items
+
+
+def _holds(printed: str, title: str) -> bool:
+    """Whether ``title``'s characters occur in order in ``printed`` (spacing aside)."""
+    rest = iter(squash(printed))
+    return all(char in rest for char in squash(title))
+
+
+def retitle_outline(pdf: bytes, titles: list[str]) -> tuple[bytes, list[str]]:
+    """The PDF with its outline's titles written as the headings' ``titles`` (the page's
+    order), and what does not match. Chromium builds each title from the heading's printed
+    lines, and drops the space where a heading wraps ("its chain ofJacobians")."""
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import NameObject, TextStringObject
+
+    reader = PdfReader(io.BytesIO(pdf))
+    printed = [title for _, title, _ in outline_items(reader)]
+    if len(printed) != len(titles):
+        return pdf, [f"{len(printed)} entries in the outline, {len(titles)} headings printed"]
+    wrong = [f"{old!r} for the heading {new!r}" for old, new in zip(printed, titles)
+             if not _holds(old, new)]
+    if wrong:
+        return pdf, wrong
+    # Chromium's trailer counts fewer objects than it writes, which pypdf mends, and says so.
+    quiet = logging.getLogger("pypdf")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        writer = PdfWriter(clone_from=reader)
+    finally:
+        quiet.setLevel(level)
+    nodes, new = [writer._root_object["/Outlines"].get_object().get("/First")], iter(titles)
+    while nodes:  # depth first, as the outline is read: a node, its children, its next
+        node = nodes.pop()
+        if node is None:
+            continue
+        node = node.get_object()
+        node[NameObject("/Title")] = TextStringObject(next(new))
+        nodes += [node.get("/Next"), node.get("/First")]
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue(), []
+
+
+def misplaced_entries(reader, entries: list[dict]) -> list[str]:
+    """The contents' entries (``{title, page}``) whose page does not begin with their title
+    (a part's title stands alone on its page, a chapter begins on a new page)."""
+    wrong = []
+    for entry in entries:
+        page = entry["page"]
+        text = squash(body_text(reader.pages[page - 1])) if 0 < page <= len(reader.pages) else ""
+        if not text.startswith(squash(entry["title"])):
+            wrong.append(f"{entry['title']!r} listed on page {page}, which begins "
+                         f"{text[:40]!r}")
+    return wrong
+
+
+def book_problems(reader, contents: list[dict]) -> list[str]:
+    """What is wrong with the printed book: a contents entry (``{id, title, page}``) whose
+    page is not where its part or chapter begins, or a page with nothing on it."""
+    final = target_pages(reader)
+    moved = [f"{entry['title']!r}: page {entry['page']} in the contents, printed on page "
+             f"{final.get(entry['id'])}" for entry in contents
+             if final.get(entry["id"]) != entry["page"]]
+    blank = blank_pages(reader)
+    return (moved + misplaced_entries(reader, contents)
+            + ([f"pages with nothing printed on them: {blank}"] if blank else []))
 
 
 def find_chromium() -> str | None:
@@ -108,9 +291,11 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 def print_pdf(chromium: str) -> dict:
-    """Typeset the single page in Chromium, fit wide equations, and print it to PDF."""
+    """Typeset the single page in Chromium, lay it out as a book, fit wide equations, and
+    print it to PDF twice: the second time with the contents' page numbers the first gave."""
     import yaml
     from playwright.sync_api import sync_playwright
+    from pypdf import PdfReader
 
     handler = functools.partial(_QuietHandler, directory=str(SINGLE))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -121,6 +306,10 @@ def print_pdf(chromium: str) -> dict:
     shutil.copyfile(SINGLE / f"{root}.html", SINGLE / "book.html")
     url = f"http://127.0.0.1:{server.server_address[1]}/book.html"
     errors: list[str] = []
+    front = title_page()
+    options = dict(format="A4", scale=SCALE, margin=MARGIN, print_background=True,
+                   display_header_footer=True, header_template=HEADER,
+                   footer_template=FOOTER, tagged=True, outline=True)
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium, headless=True,
@@ -149,14 +338,22 @@ def print_pdf(chromium: str) -> dict:
                 ".length")
             _log("typeset")
             toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-            problem = page.evaluate(BOOK_LAYOUT, [part["caption"] for part in toc["parts"]])
-            if problem:
-                errors.append(f"cannot lay the page out as a book: {problem}")
+            laid_out = page.evaluate(BOOK_LAYOUT, {
+                "parts": [part["caption"] for part in toc["parts"]], "titlePage": front})
+            if laid_out["problem"]:
+                errors.append(f"cannot lay the page out as a book: {laid_out['problem']}")
+            entries = laid_out["contents"]
             page.emulate_media(media="print")
             checked = page.evaluate(FIT_AND_CHECK, SMALLEST_EQUATION)
-            pdf_bytes = page.pdf(format="A4", scale=SCALE, margin=MARGIN, print_background=True,
-                                 display_header_footer=True, header_template=HEADER,
-                                 footer_template=FOOTER, tagged=True)
+            released = page.evaluate(BREAK_TALL_BLOCKS, {"pageHeight": PRINTABLE_HEIGHT_PX,
+                                                         "codeShare": CODE_SHARE})
+            headings = page.evaluate(HEADING_TITLES)
+            first = PdfReader(io.BytesIO(page.pdf(**options)))
+            _log("printed once, to number the pages")
+            targets = target_pages(first)  # an entry without one is listed on page 0
+            numbers = {entry["id"]: targets.get(entry["id"], 0) for entry in entries}
+            page.evaluate(PAGE_NUMBERS, numbers)
+            pdf_bytes = page.pdf(**options)
             _log("printed")
             browser.close()
     finally:
@@ -169,8 +366,17 @@ def print_pdf(chromium: str) -> dict:
     if checked["cut"]:
         sys.exit("build_pdf: printing would cut these at the margin:\n"
                  + "\n".join(checked["cut"][:30]))
+    contents = [{**entry, "page": numbers[entry["id"]]} for entry in entries]
+    pdf_bytes, problems = retitle_outline(pdf_bytes, headings)
+    if not problems:
+        problems = book_problems(PdfReader(io.BytesIO(pdf_bytes)), contents)
+    REJECTED.unlink(missing_ok=True)
+    if problems:
+        REJECTED.write_bytes(pdf_bytes)  # to look at
+        sys.exit("build_pdf: the printed book is not right:\n" + "\n".join(problems[:30])
+                 + f"\nbuild_pdf: the PDF as printed is {REJECTED.relative_to(ROOT)}")
     PDF.write_bytes(pdf_bytes)
-    return checked
+    return {**checked, "released": released, "contents": contents, "title_page": front}
 
 
 def main() -> int:
@@ -194,7 +400,9 @@ def main() -> int:
     pages = len(PdfReader(PDF).pages)
     report = {"pdf": str(PDF.relative_to(ROOT)), "pages": pages, "bytes": PDF.stat().st_size,
               "seconds": round(seconds, 1), "single_page_build_seconds": round(single, 1),
-              "equations_set_smaller": checked["scaled"]}
+              "equations_set_smaller": checked["scaled"],
+              "blocks_allowed_to_break": checked["released"],
+              "title_page": checked["title_page"], "contents": checked["contents"]}
     REPORT.write_text(json.dumps(report, indent=1) + "\n")
     print(f"build_pdf: {report['pdf']}: {pages} pages, {report['bytes'] / 1e6:.1f} MB, "
           f"{len(checked['scaled'])} wide equations set smaller to fit; {seconds:.0f} s "
