@@ -91,7 +91,10 @@ seeds: $(READY) $(TEXTS)
 lint: $(READY)
 	$(BIN)/ruff check .
 
-serve: book
+# The site with the PDF its pages link to (book/_ext/book_pdf.py), which `make pdf` prints.
+serve: pdf
+	@test -f _build/html/transformer-from-first-principles.pdf || echo "No PDF was built (no \
+	Chromium): the pages' link to the book's PDF leads nowhere until \`make pdf\` builds it"
 	@echo "Serving _build/html at http://localhost:$(PORT)/ (Ctrl-C stops)"
 	$(BIN)/python -m http.server --directory _build/html $(PORT)
 

@@ -496,3 +496,11 @@ def test_a_code_cell_taller_than_a_page_breaks_instead_of_leaving_a_page_empty(b
     assert len(short_pages) == 1, "the short cell stays on one page"
     assert all(f"cell1_line{i}=" in squash(texts[short_pages[0]]) for i in range(10))
 
+
+def test_make_serve_builds_the_pdf_it_links():
+    """Every page links to the PDF: the site `make serve` previews must hold it."""
+    makefile = (ROOT / "Makefile").read_text()
+    prerequisites = {line.split(":")[0]: line.split(":", 1)[1].split()
+                     for line in makefile.splitlines() if re.match(r"^[a-z]+:", line)}
+    assert "pdf" in prerequisites["serve"]
+    assert f"test -f _build/html/{book_pdf.PDF_NAME}" in makefile  # and says when it is not
