@@ -504,3 +504,54 @@ def test_make_serve_builds_the_pdf_it_links():
                      for line in makefile.splitlines() if re.match(r"^[a-z]+:", line)}
     assert "pdf" in prerequisites["serve"]
     assert f"test -f _build/html/{book_pdf.PDF_NAME}" in makefile  # and says when it is not
+
+
+
+FRONT_AND_BODY = """
+<nav id="contents"><h1>Contents</h1><p>__BEFORE__<a href="#body">The body</a>
+<span id="number" style="display:inline-block;width:2.5em;text-align:right">0</span></p></nav>
+<section id="body" style="break-before:page"><h1>The body</h1>
+<p>The first page of the body.</p><p style="break-before:page">Its second page.</p></section>
+"""
+
+
+def test_the_front_matter_is_spliced_only_where_nothing_but_its_numbers_changed(browser):
+    """Two prints of a contents page and a body, the second with the body's page number written
+    into the contents: spliced, the first print's body follows the second's contents. A second
+    print whose contents moved a link, tagged other text, or took another page is refused."""
+    from pypdf import PdfReader
+
+    options = {"format": "A4", "scale": build_pdf.SCALE, "margin": build_pdf.MARGIN,
+               "tagged": True, "outline": True}
+    page = browser.new_page()
+
+    def printed(before: str = "", number: str | None = None, more: str = "") -> bytes:
+        page.set_content(FRONT_AND_BODY.replace("__BEFORE__", before))
+        page.emulate_media(media="print")
+        if number is not None:
+            page.evaluate("n => document.getElementById('number').textContent = n", number)
+        if more:
+            page.evaluate("html => document.getElementById('contents').insertAdjacentHTML("
+                          "'beforeend', html)", more)
+        return page.pdf(**options)
+
+    try:
+        first, numbered = printed(), printed(number="2")
+        moved = printed(before="See: ", number="2")
+        retagged = printed(number="2", more="<p>One more line.</p>")
+        longer = printed(number="2", more='<p style="break-before:page">A second page.</p>')
+    finally:
+        page.close()
+    spliced, problems = build_pdf.splice_front_matter(first, numbered, "body")
+    assert problems == []
+    book = PdfReader(io.BytesIO(spliced))
+    texts = [squash(build_pdf.body_text(p)) for p in book.pages]
+    assert texts == ["ContentsThebody2", "ThebodyThefirstpageofthebody.", "Itssecondpage."]
+    assert build_pdf.target_pages(book)["body"] == 2
+    assert "page 1: the links moved once the contents were numbered" in (
+        build_pdf.splice_front_matter(first, moved, "body")[1])
+    assert build_pdf.splice_front_matter(first, retagged, "body")[1] == [
+        "page 1: its marked content changed once the contents were numbered"]
+    assert build_pdf.splice_front_matter(first, longer, "body")[1] == [
+        "the body begins on page 2 of the first print and on page 3 once the contents are "
+        "numbered"]

@@ -13,12 +13,14 @@ Before printing, every display equation wider than the printed column is set in 
 until it fits, and the build fails if anything (an equation, a code line, a table, a figure)
 would still be cut at the margin; a block kept on one page that is taller than a page (or a
 block of code taller than half of one) may break across pages instead of leaving a page empty.
-The book is printed twice: the first print says on which page each part and chapter begins
-(its link target, a named destination of the PDF), the numbers are written into the contents,
-in boxes whose width was reserved, and the second print is the book. The build fails if a
-number is not the page where that title is printed, or if a page has nothing on it. The PDF is
-written into the website, ``_build/html/<PDF_NAME>``, which every page links to
-(``book/_ext/book_pdf.py``).
+The book is printed twice: the first print is the book, and says on which page each part and
+chapter begins (its link target, a named destination of the PDF); the numbers are written into
+the contents, in boxes whose width was reserved, and the second print gives only the front
+matter (the title page and the contents), spliced in place of the first's
+(``splice_front_matter``: Chromium does not paginate the same page the same way twice). The
+build fails if a number is not the page where that title is printed, or if a page has nothing
+on it. The PDF is written into the website, ``_build/html/<PDF_NAME>``, which every page
+links to (``book/_ext/book_pdf.py``).
 
 Usage: ``python -m tools.build_pdf`` after ``python -m tools.build_book`` (``make pdf`` runs both).
 Without Chromium it says so and exits 0 (the PDF tests then skip), except under CI (``CI``
@@ -224,6 +226,69 @@ def retitle_outline(pdf: bytes, titles: list[str]) -> tuple[bytes, list[str]]:
     return out.getvalue(), []
 
 
+def marked_content(page) -> list[bytes]:
+    """The marked-content operators of a page, in order (``/P <</MCID 3>> BDC`` ...): what its
+    tags (the PDF's structure tree) point into."""
+    from pypdf.generic import ContentStream
+
+    return [b" ".join(repr(operand).encode() for operand in operands) + b" " + operator
+            for operands, operator in ContentStream(page.get_contents(), page.pdf).operations
+            if operator in (b"BDC", b"BMC", b"EMC")]
+
+
+def link_rects(page) -> list[tuple[float, ...]]:
+    """Where the links of a page are, rounded to a hundredth of a point."""
+    return [tuple(round(float(v), 2) for v in annot.get_object()["/Rect"])
+            for annot in page.get("/Annots", [])]
+
+
+def splice_front_matter(first: bytes, numbered: bytes, body_id: str) -> tuple[bytes, list[str]]:
+    """The book as first printed, its front matter (the pages before ``body_id``'s: the title
+    page and the contents) replaced by those of the print with the page numbers written in;
+    and what keeps them from fitting.
+
+    Chromium does not lay out the same page the same way twice: where a page is filled almost
+    exactly, a line moves to the next page or back between one print and the next (seen in
+    chapter 7: every later chapter started a page later in every other print). So the numbers
+    are taken from one print and the body is that print; only the front matter comes from the
+    second, and the numbers written in move nothing there (their boxes' width is reserved).
+    The check: the body starts on the same page in both prints, and each front page has its
+    links in the same places and the same marked content (so the first print's structure
+    tree, which is kept, describes the second's pages)."""
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import NameObject
+
+    quiet = logging.getLogger("pypdf")  # Chromium's trailer miscounts its objects: see above
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        one, two = PdfReader(io.BytesIO(first)), PdfReader(io.BytesIO(numbered))
+        start_one, start_two = target_pages(one).get(body_id), target_pages(two).get(body_id)
+        if start_one is None or start_one != start_two:
+            return first, [f"the body begins on page {start_one} of the first print and on "
+                           f"page {start_two} once the contents are numbered"]
+        problems = []
+        for index in range(start_one - 1):
+            if link_rects(one.pages[index]) != link_rects(two.pages[index]):
+                problems.append(f"page {index + 1}: the links moved once the contents were "
+                                "numbered")
+            if marked_content(one.pages[index]) != marked_content(two.pages[index]):
+                problems.append(f"page {index + 1}: its marked content changed once the "
+                                "contents were numbered")
+        if problems:
+            return first, problems
+        writer = PdfWriter(clone_from=one)
+        for index in range(start_one - 1):
+            source = two.pages[index]
+            for key in ("/Contents", "/Resources"):
+                writer.pages[index][NameObject(key)] = source[key].clone(writer)
+        out = io.BytesIO()
+        writer.write(out)
+    finally:
+        quiet.setLevel(level)
+    return out.getvalue(), []
+
+
 def misplaced_entries(reader, entries: list[dict]) -> list[str]:
     """The contents' entries (``{title, page}``) whose page does not begin with their title
     (a part's title stands alone on its page, a chapter begins on a new page)."""
@@ -292,7 +357,8 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 def print_pdf(chromium: str) -> dict:
     """Typeset the single page in Chromium, lay it out as a book, fit wide equations, and
-    print it to PDF twice: the second time with the contents' page numbers the first gave."""
+    print it to PDF twice: the book, then its front matter with the contents' page numbers the
+    first print gave, spliced in."""
     import yaml
     from playwright.sync_api import sync_playwright
     from pypdf import PdfReader
@@ -348,13 +414,14 @@ def print_pdf(chromium: str) -> dict:
             released = page.evaluate(BREAK_TALL_BLOCKS, {"pageHeight": PRINTABLE_HEIGHT_PX,
                                                          "codeShare": CODE_SHARE})
             headings = page.evaluate(HEADING_TITLES)
-            first = PdfReader(io.BytesIO(page.pdf(**options)))
-            _log("printed once, to number the pages")
-            targets = target_pages(first)  # an entry without one is listed on page 0
+            first = page.pdf(**options)
+            _log("printed the book")
+            # an entry without a target is listed on page 0 (and the check below fails)
+            targets = target_pages(PdfReader(io.BytesIO(first)))
             numbers = {entry["id"]: targets.get(entry["id"], 0) for entry in entries}
             page.evaluate(PAGE_NUMBERS, numbers)
-            pdf_bytes = page.pdf(**options)
-            _log("printed")
+            numbered = page.pdf(**options)
+            _log("printed the contents with their numbers")
             browser.close()
     finally:
         server.shutdown()
@@ -367,7 +434,9 @@ def print_pdf(chromium: str) -> dict:
         sys.exit("build_pdf: printing would cut these at the margin:\n"
                  + "\n".join(checked["cut"][:30]))
     contents = [{**entry, "page": numbers[entry["id"]]} for entry in entries]
-    pdf_bytes, problems = retitle_outline(pdf_bytes, headings)
+    pdf_bytes, problems = splice_front_matter(first, numbered, entries[0]["id"])
+    if not problems:
+        pdf_bytes, problems = retitle_outline(pdf_bytes, headings)
     if not problems:
         problems = book_problems(PdfReader(io.BytesIO(pdf_bytes)), contents)
     REJECTED.unlink(missing_ok=True)

@@ -3,8 +3,9 @@
 // part of _toc.yml, the part's caption dropped). Lay it out as a book: a title page, a list of
 // contents, the introduction, then each part under its title, its chapters one level below (so
 // the PDF's outline reads part, chapter, section). Each entry of the contents links to what it
-// lists and has a box of fixed width for its page number, empty until tools/build_pdf.py knows
-// the numbers (filling it in then moves nothing). Takes the parts' captions and the title
+// lists and has a box of fixed width for its page number, holding a 0 until tools/build_pdf.py
+// knows the numbers (writing them in then moves nothing, and a box holds text in both prints,
+// so that their pages carry the same tags). Takes the parts' captions and the title
 // page's lines ({title, author, built, ...}); returns {problem: '' or what does not match,
 // contents: [{id, title, level}] (the entries: what each links to, 0 for the
 // introduction and the parts, 1 for chapters)}.
@@ -55,7 +56,7 @@
     const item = document.createElement('li');
     item.innerHTML = '<span class="book-contents-entry"><a></a>'
       + '<span class="book-contents-leader" aria-hidden="true"></span>'
-      + '<span class="book-contents-page">\u00a0</span></span>';
+      + '<span class="book-contents-page">0</span></span>';
     const link = item.querySelector('a');
     link.href = `#${id}`;
     link.textContent = title;
