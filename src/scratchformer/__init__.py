@@ -43,6 +43,7 @@ from .layers import (
     rms_norm_backward,
     silu,
 )
+from .metrics import chrf, corpus_chrf
 from .model import EncoderModel, cross_entropy
 from .module import Layer
 from .multihead import AttentionHeads, MultiHeadAttention, merge_heads, split_heads
@@ -91,7 +92,9 @@ __all__ = [
     "attention_backward",
     "beam_search",
     "causal_mask",
+    "chrf",
     "clip_grad_norm",
+    "corpus_chrf",
     "cross_entropy",
     "gelu",
     "frequencies",
