@@ -20,6 +20,7 @@ from .recipes import (
     ADDER_MODEL,
     ADDER_TRAINING,
     BOOK_MODEL,
+    BOOK_TEXT_TRAINING,
     TASKS,
     TEXT_MODEL,
     TEXT_TRAINING,
@@ -31,5 +32,6 @@ from .recipes import (
 )
 
 __all__ = ["TASKS", "BOOK_MODEL", "ADDER_MODEL", "ADDER_TRAINING", "TRANSLATION_CONFIG",
-           "TEXT_MODEL", "TEXT_TRAINING", "TrainConfig", "TrainResult", "make_task",
-           "book_model", "adder_model", "text_model", "seed_streams", "train_step", "train"]
+           "TEXT_MODEL", "TEXT_TRAINING", "BOOK_TEXT_TRAINING", "TrainConfig", "TrainResult",
+           "make_task", "book_model", "adder_model", "text_model", "seed_streams", "train_step",
+           "train"]

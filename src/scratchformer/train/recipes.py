@@ -22,8 +22,8 @@ from ..translation import TranslationTask
 from .loop import TrainConfig, seed_streams
 
 __all__ = ["TASKS", "BOOK_MODEL", "ADDER_MODEL", "ADDER_TRAINING", "TRANSLATION_CONFIG",
-           "TEXT_MODEL", "TEXT_TRAINING", "make_task", "book_model", "adder_model",
-           "text_model"]
+           "TEXT_MODEL", "TEXT_TRAINING", "BOOK_TEXT_TRAINING", "make_task", "book_model",
+           "adder_model", "text_model"]
 
 TEXT_TASK = "text"
 
@@ -115,6 +115,14 @@ TEXT_MODEL = {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 4}
 TEXT_TRAINING = {"batch_size": 32, "max_steps": 1_000_000, "peak_lr": 2e-3,
                  "warmup_steps": 100, "eval_every": 250, "n_valid": 64, "n_test": 2048,
                  "target_accuracy": None, "cpu_seconds": 600.0}
+
+#: The book's run of it (chapters "Language modelling on real text" and "Sampling from a
+#: language model", which share it): 120 steps at a high peak rate, not a budget of
+#: CPU-seconds, so that the run is the same on any machine; the parameters kept at every
+#: evaluation, to sample from the model partway.
+BOOK_TEXT_TRAINING = TEXT_TRAINING | {
+    "max_steps": 120, "warmup_steps": 30, "peak_lr": 6e-3, "eval_every": 20, "n_test": 1024,
+    "cpu_seconds": None, "keep_parameters": True}
 
 
 def text_model(task, *, seed=0, dtype=np.float32, **dims):
