@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from tools import bookkeeping
 
 ROOT = Path(__file__).resolve().parent.parent
