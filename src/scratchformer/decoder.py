@@ -19,8 +19,7 @@ from ._validation import (
     positive_int,
 )
 from .config import NORMS
-from .dropout import Dropout, dropout_rate, spawn_generator
-from .encoder import _drop, _undrop
+from .dropout import Dropout, dropout_rate, spawn_generator, with_dropout
 from .layers import FeedForward, LayerNorm
 from .module import Layer
 from .multihead import MultiHeadAttention
@@ -184,18 +183,16 @@ class DecoderBlock(Layer):
                            "(..., h, n_t, n_t)")
         memory_mask = _check_mask(memory_mask, (*batch, h, n_t, n_s),
                                   "memory_mask", "(..., h, n_t, n_s)")
-        sa, ca, ffn = self.self_attention, self.cross_attention, self.ffn
-        d1, d2, d3 = (_drop(layer) for layer in (self.dropout1, self.dropout2,
-                                                  self.dropout3))
+        sa, ca, ffn = self._sublayers()  # each with its dropout, if any
         if self.norm == "post":
-            y1 = self.norm1.forward(x + d1(sa.forward(x, mask=mask)))
-            attended = d2(ca.forward(y1, mask=memory_mask, context=memory))
+            y1 = self.norm1.forward(x + sa.forward(x, mask=mask))
+            attended = ca.forward(y1, mask=memory_mask, context=memory)
             y2 = self.norm2.forward(y1 + attended)
-            return self.norm3.forward(y2 + d3(ffn.forward(y2)))
-        y1 = x + d1(sa.forward(self.norm1.forward(x), mask=mask))
-        y2 = y1 + d2(ca.forward(self.norm2.forward(y1), mask=memory_mask,
-                                context=memory))
-        return y2 + d3(ffn.forward(self.norm3.forward(y2)))
+            return self.norm3.forward(y2 + ffn.forward(y2))
+        y1 = x + sa.forward(self.norm1.forward(x), mask=mask)
+        y2 = y1 + ca.forward(self.norm2.forward(y1), mask=memory_mask,
+                             context=memory)
+        return y2 + ffn.forward(self.norm3.forward(y2))
 
     def backward(self, d_z):
         r"""Gradients for ``x`` and ``memory`` of the last :meth:`forward`.
@@ -220,20 +217,26 @@ class DecoderBlock(Layer):
         splits its gradient into the queries' path (into :math:`y_1`) and
         the keys' and values' path (into :math:`M`).
         """
-        b1, b2, b3 = (_undrop(layer) for layer in (self.dropout1, self.dropout2,
-                                                    self.dropout3))
+        sa, ca, ffn = self._sublayers()
         if self.norm == "post":
             d_w3 = self.norm3.backward(d_z)  # into y2 + FFN(y2)
-            d_y2 = d_w3 + self.ffn.backward(b3(d_w3))
+            d_y2 = d_w3 + ffn.backward(d_w3)
             d_w2 = self.norm2.backward(d_y2)  # into y1 + CA(y1, M)
-            d_query, d_memory = self.cross_attention.backward(b2(d_w2))
+            d_query, d_memory = ca.backward(d_w2)
             d_y1 = d_w2 + d_query
             d_w1 = self.norm1.backward(d_y1)  # into x + SA(x)
-            d_x = d_w1 + self.self_attention.backward(b1(d_w1))
+            d_x = d_w1 + sa.backward(d_w1)
             return d_x, d_memory
-        d_y2 = d_z + self.norm3.backward(self.ffn.backward(b3(d_z)))
-        d_query, d_memory = self.cross_attention.backward(b2(d_y2))
+        d_y2 = d_z + self.norm3.backward(ffn.backward(d_z))
+        d_query, d_memory = ca.backward(d_y2)
         d_y1 = d_y2 + self.norm2.backward(d_query)
-        d_sa = self.self_attention.backward(b1(d_y1))
+        d_sa = sa.backward(d_y1)
         d_x = d_y1 + self.norm1.backward(d_sa)
         return d_x, d_memory
+
+    def _sublayers(self):
+        """The self-attention, the cross-attention and the feed-forward network, each
+        followed by its dropout if the block has one (the layers themselves otherwise)."""
+        return (with_dropout(self.self_attention, self.dropout1),
+                with_dropout(self.cross_attention, self.dropout2),
+                with_dropout(self.ffn, self.dropout3))

@@ -99,3 +99,23 @@ class Dropout(Layer):
         self.grads = {}
         dy = np.asarray(dy)
         return dy if mask is None else dy * mask
+
+
+class _Dropped:
+    """A sub-layer followed by its dropout: forward drops the sub-layer's output, backward
+    passes the gradient back through the mask first. Not a layer of the tree (the block lists
+    the sub-layer and the dropout as its children)."""
+
+    def __init__(self, layer, dropout):
+        self.layer, self.dropout = layer, dropout
+
+    def forward(self, *args, **kwargs):
+        return self.dropout.forward(self.layer.forward(*args, **kwargs))
+
+    def backward(self, dy):
+        return self.layer.backward(self.dropout.backward(dy))
+
+
+def with_dropout(layer, dropout):
+    """``layer`` itself when ``dropout`` is None, else ``layer`` followed by ``dropout``."""
+    return layer if dropout is None else _Dropped(layer, dropout)

@@ -17,7 +17,7 @@ from ._validation import (
     positive_int,
 )
 from .config import NORMS
-from .dropout import Dropout, dropout_rate, spawn_generator
+from .dropout import Dropout, dropout_rate, spawn_generator, with_dropout
 from .layers import FeedForward, LayerNorm
 from .module import Layer
 from .multihead import MultiHeadAttention
@@ -131,15 +131,15 @@ class EncoderBlock(Layer):
             ``block.attention.attention_weights``, shape ``(..., h, n, n)``.
         """
         x = features(x, self.d_model, "x", min_ndim=2)
-        drop1, drop2 = _drop(self.dropout1), _drop(self.dropout2)
+        attention, ffn = self._sublayers()  # each with its dropout, if any
         if self.norm == "post":
-            attended = drop1(self.attention.forward(x, mask=mask))
+            attended = attention.forward(x, mask=mask)
             y = self.norm1.forward(x + attended)  # residual, then norm
-            z = self.norm2.forward(y + drop2(self.ffn.forward(y)))
+            z = self.norm2.forward(y + ffn.forward(y))
         else:
-            attended = drop1(self.attention.forward(self.norm1.forward(x), mask=mask))
+            attended = attention.forward(self.norm1.forward(x), mask=mask)
             y = x + attended  # the residual path is never normalised
-            z = y + drop2(self.ffn.forward(self.norm2.forward(y)))
+            z = y + ffn.forward(self.norm2.forward(y))
         return z
 
     def backward(self, d_z):
@@ -163,21 +163,17 @@ class EncoderBlock(Layer):
         every block's input. Derived in the chapter
         :doc:`Backpropagation through attention </book/backpropagation>`.
         """
-        back1, back2 = _undrop(self.dropout1), _undrop(self.dropout2)
+        attention, ffn = self._sublayers()
         if self.norm == "post":
             d_w = self.norm2.backward(d_z)  # into y + FFN(y)
-            d_y = d_w + self.ffn.backward(back2(d_w))  # the residual and the FFN path
+            d_y = d_w + ffn.backward(d_w)  # the residual and the FFN path
             d_u = self.norm1.backward(d_y)  # into x + MHA(x)
-            return d_u + self.attention.backward(back1(d_u))
-        d_y = d_z + self.norm2.backward(self.ffn.backward(back2(d_z)))
-        return d_y + self.norm1.backward(self.attention.backward(back1(d_y)))
+            return d_u + attention.backward(d_u)
+        d_y = d_z + self.norm2.backward(ffn.backward(d_z))
+        return d_y + self.norm1.backward(attention.backward(d_y))
 
-
-def _drop(layer):
-    """The forward of a dropout layer, or the identity where there is none."""
-    return (lambda x: x) if layer is None else layer.forward
-
-
-def _undrop(layer):
-    """The backward of a dropout layer, or the identity where there is none."""
-    return (lambda dy: dy) if layer is None else layer.backward
+    def _sublayers(self):
+        """The attention and the feed-forward network, each followed by its dropout if the
+        block has one (the layers themselves otherwise)."""
+        return (with_dropout(self.attention, self.dropout1),
+                with_dropout(self.ffn, self.dropout2))

@@ -162,6 +162,11 @@ class EncoderDecoderConfig(ModelConfig):
                              f"encoding), got {self.d_model}")
 
 
+def _back_through(dropout, dy):
+    """The gradient ``dy`` back through a dropout layer, or ``dy`` where there is none."""
+    return dy if dropout is None else dropout.backward(dy)
+
+
 class EncoderDecoderModel(ConfiguredModel):
     r"""The Transformer of Vaswani et al. (2017): encoder, decoder, output head.
 
@@ -321,13 +326,9 @@ class EncoderDecoderModel(ConfiguredModel):
         for block in reversed(self.decoder_blocks):
             d_y, d_m = block.backward(d_y)
             d_memory = d_memory + d_m  # one memory, read by every block
-        if self.target_dropout is not None:
-            d_y = self.target_dropout.backward(d_y)
-        self.target_embedding.backward(d_y)
+        self.target_embedding.backward(_back_through(self.target_dropout, d_y))
         if self.encoder_norm is not None:
             d_memory = self.encoder_norm.backward(d_memory)
         for block in reversed(self.encoder_blocks):
             d_memory = block.backward(d_memory)
-        if self.source_dropout is not None:
-            d_memory = self.source_dropout.backward(d_memory)
-        self.source_embedding.backward(d_memory)
+        self.source_embedding.backward(_back_through(self.source_dropout, d_memory))
