@@ -56,6 +56,11 @@ def test_run_settings_reads_each_kind_of_model():
     assert rows["target vocabulary"] == str(translation.target_vocab_size)
     assert rows["`label_smoothing`"] == "0.2"
     assert rows["evaluated every"] == f"{tr.TRANSLATION_CONFIG.eval_every} steps"
+    assert rows["dropout"] == "none"
+    compared = settings(run_settings([tr.book_model(translation),
+                                      tr.book_model(translation, dropout=0.1)],
+                                     tr.TRANSLATION_CONFIG))
+    assert compared["dropout"] == "none or 0.1"
 
     llama = sf.DecoderModel(vocab_size=300, d_model=32, n_heads=4, n_kv_heads=2, d_ff=40,
                             n_layers=1, max_positions=1024, normalization="rms",

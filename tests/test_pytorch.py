@@ -158,6 +158,7 @@ SMALL = dict(d_model=8, n_heads=2, d_ff=16, n_layers=1)
 INSTANCES = {
     sf.Linear: lambda: sf.Linear(4, 3),
     sf.Embedding: lambda: sf.Embedding(5, 4),
+    sf.Dropout: lambda: sf.Dropout(0.25),
     sf.LayerNorm: lambda: sf.LayerNorm(4, eps=1e-6),
     sf.RMSNorm: lambda: sf.RMSNorm(4, eps=1e-6),
     sf.FeedForward: lambda: sf.FeedForward(4, 8),
@@ -181,6 +182,7 @@ INPUTS = {
     sf.RMSNorm: lambda rng: rng.standard_normal((2, 3, 4)),
     sf.FeedForward: lambda rng: rng.standard_normal((2, 3, 4)),
     sf.Embedding: lambda rng: rng.integers(0, 5, (2, 3)),
+    sf.Dropout: lambda rng: rng.standard_normal((2, 3, 4)),
     sf.DecoderModel: lambda rng: rng.integers(0, 7, (2, 5)),
 }
 
@@ -219,7 +221,11 @@ def test_every_layer_round_trips_through_pytorch_or_is_refused(cls):
         x = INPUTS[cls](rng)
         with torch.no_grad():
             expected = module(torch.from_numpy(x)).numpy()
-        np.testing.assert_allclose(layer.forward(x), expected, rtol=0, atol=1e-12)
+        # the module is in evaluation mode: ours too (inference), where dropout is off
+        with layer.inference():
+            np.testing.assert_allclose(layer.forward(x), expected, rtol=0, atol=1e-12)
+    if cls is sf.Dropout:
+        assert module.p == back.p == layer.p
 
 
 def test_a_subclass_is_never_converted_as_its_parent():

@@ -25,6 +25,7 @@ from .config import DecoderOnlyConfig, EncoderConfig, ModelConfig
 from .decoder import DecoderBlock
 from .decoder_only import CausalSelfAttention, DecoderModel, DecoderOnlyBlock
 from .decoding import beam_search, greedy_decode, sequence_log_probability
+from .dropout import Dropout
 from .encoder import EncoderBlock
 from .functional import softmax, softmax_backward, softmax_jacobian
 from .generation import KVCache, generate, next_token
@@ -69,6 +70,7 @@ __all__ = [
     "DecoderModel",
     "DecoderOnlyBlock",
     "DecoderOnlyConfig",
+    "Dropout",
     "Embedding",
     "EncoderBlock",
     "EncoderConfig",

@@ -19,6 +19,7 @@ from ._validation import (
     positive_int,
 )
 from .config import NORMS
+from .dropout import Dropout, dropout_rate, spawn_generator, with_dropout
 from .layers import FeedForward, LayerNorm
 from .module import Layer
 from .multihead import MultiHeadAttention
@@ -52,8 +53,13 @@ class DecoderBlock(Layer):
         Where the layer norms sit (see Notes).
     eps : float, default 1e-5
         Layer-norm epsilon.
+    dropout : float, default 0
+        Rate of the :class:`~scratchformer.Dropout` on each of the three sub-layers' outputs,
+        before the residual addition (Vaswani et al., 2017, section 5.4); 0 leaves the block
+        as it is, with no dropout layer at all.
     rng : numpy.random.Generator, optional
-        Source of the initial weights; default seeded with 0.
+        Source of the initial weights; default seeded with 0. With ``dropout > 0`` the masks
+        come from a child of it (``rng.spawn``), which draws nothing from it.
     dtype : floating dtype, default float64
 
     Attributes
@@ -69,6 +75,9 @@ class DecoderBlock(Layer):
         The cross-attention's norm.
     norm3 : LayerNorm
         The feed-forward network's norm.
+    dropout1, dropout2, dropout3 : Dropout or None
+        On the outputs of the self-attention, the cross-attention and the feed-forward
+        network; None for ``dropout=0``.
 
     Notes
     -----
@@ -84,17 +93,23 @@ class DecoderBlock(Layer):
               y_2 &= y_1 + \operatorname{CA}(\operatorname{LN}_2(y_1), M), \\
               z &= y_2 + \operatorname{FFN}(\operatorname{LN}_3(y_2)).
 
+    With dropout (in training only), each sub-layer's output is dropped before it is added.
+
     These are PyTorch's ``TransformerDecoderLayer`` with ``norm_first=False`` and ``True``
-    (``self_attn``, ``multihead_attn``, ``linear1``/``linear2``, ``norm1`` to ``norm3``);
-    :func:`scratchformer.pytorch.to_torch` and :func:`~scratchformer.pytorch.from_torch` convert.
+    (in evaluation mode whatever its ``dropout``; ``self_attn``, ``multihead_attn``,
+    ``linear1``/``linear2``, ``norm1`` to ``norm3``);
+    :func:`scratchformer.pytorch.to_torch` and :func:`~scratchformer.pytorch.from_torch` convert
+    (``to_torch`` refuses a block with ``dropout > 0``: in training PyTorch drops at more
+    places).
     """
 
-    def __init__(self, d_model, n_heads, d_ff, *, norm="post", eps=1e-5, rng=None,
-                 dtype=np.float64):
+    def __init__(self, d_model, n_heads, d_ff, *, norm="post", eps=1e-5, dropout=0.0,
+                 rng=None, dtype=np.float64):
         super().__init__()
         self.norm = choice(norm, NORMS, "norm")
         d_ff = positive_int(d_ff, "d_ff")
         eps = non_negative_float(eps, "eps")
+        self.dropout = dropout_rate(dropout)
         dtype, rng = floating_dtype(dtype), generator(rng)
         self.self_attention = MultiHeadAttention(d_model, n_heads, rng=rng, dtype=dtype)
         self.cross_attention = MultiHeadAttention(d_model, n_heads, rng=rng, dtype=dtype)
@@ -102,6 +117,11 @@ class DecoderBlock(Layer):
         self.norm1 = LayerNorm(d_model, eps=eps, dtype=dtype)
         self.norm2 = LayerNorm(d_model, eps=eps, dtype=dtype)
         self.norm3 = LayerNorm(d_model, eps=eps, dtype=dtype)
+        self.dropout1 = self.dropout2 = self.dropout3 = None
+        if self.dropout:
+            masks = spawn_generator(rng)
+            self.dropout1, self.dropout2, self.dropout3 = (
+                Dropout(self.dropout, rng=masks) for _ in range(3))
 
     @property
     def d_model(self):
@@ -113,13 +133,18 @@ class DecoderBlock(Layer):
 
     def __repr__(self):
         return (f"DecoderBlock(d_model={self.d_model}, n_heads={self.n_heads}, "
-                f"d_ff={self.ffn.params['w_1'].shape[1]}, norm={self.norm!r})")
+                f"d_ff={self.ffn.params['w_1'].shape[1]}, norm={self.norm!r}"
+                + (f", dropout={self.dropout})" if self.dropout else ")"))
 
     def children(self):
-        """The six sub-layers, by attribute name."""
-        return {"self_attention": self.self_attention,
-                "cross_attention": self.cross_attention, "ffn": self.ffn,
-                "norm1": self.norm1, "norm2": self.norm2, "norm3": self.norm3}
+        """The six sub-layers, by attribute name, and the three dropouts if there are."""
+        layers = {"self_attention": self.self_attention,
+                  "cross_attention": self.cross_attention, "ffn": self.ffn,
+                  "norm1": self.norm1, "norm2": self.norm2, "norm3": self.norm3}
+        if self.dropout1 is not None:
+            layers |= {"dropout1": self.dropout1, "dropout2": self.dropout2,
+                       "dropout3": self.dropout3}
+        return layers
 
     def forward(self, x, memory, mask=None, memory_mask=None):
         """Apply the block to a batch of target sequences that read ``memory``.
@@ -158,7 +183,7 @@ class DecoderBlock(Layer):
                            "(..., h, n_t, n_t)")
         memory_mask = _check_mask(memory_mask, (*batch, h, n_t, n_s),
                                   "memory_mask", "(..., h, n_t, n_s)")
-        sa, ca, ffn = self.self_attention, self.cross_attention, self.ffn
+        sa, ca, ffn = self._sublayers()  # each with its dropout, if any
         if self.norm == "post":
             y1 = self.norm1.forward(x + sa.forward(x, mask=mask))
             attended = ca.forward(y1, mask=memory_mask, context=memory)
@@ -192,18 +217,26 @@ class DecoderBlock(Layer):
         splits its gradient into the queries' path (into :math:`y_1`) and
         the keys' and values' path (into :math:`M`).
         """
+        sa, ca, ffn = self._sublayers()
         if self.norm == "post":
             d_w3 = self.norm3.backward(d_z)  # into y2 + FFN(y2)
-            d_y2 = d_w3 + self.ffn.backward(d_w3)
+            d_y2 = d_w3 + ffn.backward(d_w3)
             d_w2 = self.norm2.backward(d_y2)  # into y1 + CA(y1, M)
-            d_query, d_memory = self.cross_attention.backward(d_w2)
+            d_query, d_memory = ca.backward(d_w2)
             d_y1 = d_w2 + d_query
             d_w1 = self.norm1.backward(d_y1)  # into x + SA(x)
-            d_x = d_w1 + self.self_attention.backward(d_w1)
+            d_x = d_w1 + sa.backward(d_w1)
             return d_x, d_memory
-        d_y2 = d_z + self.norm3.backward(self.ffn.backward(d_z))
-        d_query, d_memory = self.cross_attention.backward(d_y2)
+        d_y2 = d_z + self.norm3.backward(ffn.backward(d_z))
+        d_query, d_memory = ca.backward(d_y2)
         d_y1 = d_y2 + self.norm2.backward(d_query)
-        d_sa = self.self_attention.backward(d_y1)
+        d_sa = sa.backward(d_y1)
         d_x = d_y1 + self.norm1.backward(d_sa)
         return d_x, d_memory
+
+    def _sublayers(self):
+        """The self-attention, the cross-attention and the feed-forward network, each
+        followed by its dropout if the block has one (the layers themselves otherwise)."""
+        return (with_dropout(self.self_attention, self.dropout1),
+                with_dropout(self.cross_attention, self.dropout2),
+                with_dropout(self.ffn, self.dropout3))

@@ -25,6 +25,7 @@ from ._validation import (
 from .attention import causal_mask
 from .config import ConfiguredModel, ModelConfig
 from .decoder import DecoderBlock
+from .dropout import Dropout, dropout_rate, spawn_generator
 from .encoder import EncoderBlock
 from .layers import Embedding, LayerNorm, Linear
 from .positional import positional_encoding
@@ -137,13 +138,19 @@ class EncoderDecoderConfig(ModelConfig):
         Token ids the decoder reads and the head scores.
     pad_id : int
         The padding id of both vocabularies, default 0.
+    dropout : float
+        The rate of dropout in training, in ``[0, 1)``: on every sub-layer's output and on
+        the sums of the embeddings and the positional encoding (Vaswani et al., 2017, section
+        5.4); default 0, none.
     """
 
     target_vocab_size: int
     pad_id: int = 0
+    dropout: float = 0.0
 
     def __post_init__(self):
         super().__post_init__()
+        object.__setattr__(self, "dropout", dropout_rate(self.dropout))
         object.__setattr__(self, "target_vocab_size",
                            positive_int(self.target_vocab_size, "target_vocab_size"))
         object.__setattr__(self, "pad_id", non_negative_int(self.pad_id, "pad_id"))
@@ -153,6 +160,11 @@ class EncoderDecoderConfig(ModelConfig):
         if self.d_model % 2:
             raise ValueError(f"d_model must be even (sine-cosine pairs of the positional "
                              f"encoding), got {self.d_model}")
+
+
+def _back_through(dropout, dy):
+    """The gradient ``dy`` back through a dropout layer, or ``dy`` where there is none."""
+    return dy if dropout is None else dropout.backward(dy)
 
 
 class EncoderDecoderModel(ConfiguredModel):
@@ -168,8 +180,13 @@ class EncoderDecoderModel(ConfiguredModel):
     norm : {"post", "pre"}, default "post"
         The blocks' layout; a pre-LN model also normalises each stack's output.
     eps : float, default 1e-5
+    dropout : float, default 0
+        Rate of dropout in training (see :class:`EncoderDecoderConfig`); each stack's input
+        and every block's sub-layers. Off inside ``inference()``, so decoding never drops.
     rng : numpy.random.Generator, optional
-        Source of every initial weight; default seeded with 0.
+        Source of every initial weight; default seeded with 0. The dropout masks come from
+        children of it (``rng.spawn``), which draw nothing from it: the initial weights are
+        the same at any ``dropout``.
     dtype : floating dtype, default float64
 
     Attributes
@@ -184,6 +201,8 @@ class EncoderDecoderModel(ConfiguredModel):
     decoder_norm : LayerNorm or None
         Normalises the decoder's output; present for ``norm="pre"`` only.
     head : Linear
+    source_dropout, target_dropout : Dropout or None
+        On the sums of the embeddings and the positional encoding; None for ``dropout=0``.
 
     Notes
     -----
@@ -197,43 +216,54 @@ class EncoderDecoderModel(ConfiguredModel):
     """
 
     def __init__(self, *, vocab_size, target_vocab_size, d_model, n_heads, d_ff, n_layers,
-                 pad_id=0, norm="post", eps=1e-5, rng=None, dtype=np.float64):
+                 pad_id=0, norm="post", eps=1e-5, dropout=0.0, rng=None, dtype=np.float64):
         super().__init__()
         c = EncoderDecoderConfig(vocab_size=vocab_size, target_vocab_size=target_vocab_size,
                                  d_model=d_model, n_heads=n_heads, d_ff=d_ff,
-                                 n_layers=n_layers, pad_id=pad_id, norm=norm, eps=eps)
+                                 n_layers=n_layers, pad_id=pad_id, norm=norm, eps=eps,
+                                 dropout=dropout)
         dtype, rng = floating_dtype(dtype), generator(rng)
         self.config = c
         self.source_embedding = Embedding(c.vocab_size, c.d_model, rng=rng, dtype=dtype)
         self.target_embedding = Embedding(c.target_vocab_size, c.d_model, rng=rng,
                                           dtype=dtype)
         dims = (c.d_model, c.n_heads, c.d_ff)
-        self.encoder_blocks = [EncoderBlock(*dims, norm=c.norm, eps=c.eps, rng=rng,
-                                            dtype=dtype) for _ in range(c.n_layers)]
-        self.decoder_blocks = [DecoderBlock(*dims, norm=c.norm, eps=c.eps, rng=rng,
-                                            dtype=dtype) for _ in range(c.n_layers)]
+        self.encoder_blocks = [EncoderBlock(*dims, norm=c.norm, eps=c.eps, dropout=c.dropout,
+                                            rng=rng, dtype=dtype) for _ in range(c.n_layers)]
+        self.decoder_blocks = [DecoderBlock(*dims, norm=c.norm, eps=c.eps, dropout=c.dropout,
+                                            rng=rng, dtype=dtype) for _ in range(c.n_layers)]
         self.encoder_norm = self.decoder_norm = None
         if c.norm == "pre":
             self.encoder_norm = LayerNorm(c.d_model, eps=c.eps, dtype=dtype)
             self.decoder_norm = LayerNorm(c.d_model, eps=c.eps, dtype=dtype)
         self.head = Linear(c.d_model, c.target_vocab_size, rng=rng, dtype=dtype)
+        self.source_dropout = self.target_dropout = None
+        if c.dropout:
+            masks = spawn_generator(rng)
+            self.source_dropout = Dropout(c.dropout, rng=masks)
+            self.target_dropout = Dropout(c.dropout, rng=masks)
 
     def children(self):
         layers = {"source_embedding": self.source_embedding}
+        if self.source_dropout is not None:
+            layers["source_dropout"] = self.source_dropout
         layers |= {f"encoder_blocks.{i}": b for i, b in enumerate(self.encoder_blocks)}
         if self.encoder_norm is not None:
             layers["encoder_norm"] = self.encoder_norm
         layers["target_embedding"] = self.target_embedding
+        if self.target_dropout is not None:
+            layers["target_dropout"] = self.target_dropout
         layers |= {f"decoder_blocks.{i}": b for i, b in enumerate(self.decoder_blocks)}
         if self.decoder_norm is not None:
             layers["decoder_norm"] = self.decoder_norm
         layers["head"] = self.head
         return layers
 
-    def _embed(self, embedding, tokens):
+    def _embed(self, embedding, tokens, dropout):
         x = embedding.forward(tokens)  # (..., n, d_model)
         pe = positional_encoding(tokens.shape[-1], self.d_model)
-        return x + pe.astype(x.dtype, copy=False)
+        x = x + pe.astype(x.dtype, copy=False)
+        return x if dropout is None else dropout.forward(x)
 
     def encode(self, source):
         """The memory of source ids ``(..., n_s)``: shape ``(..., n_s, d_model)``.
@@ -243,7 +273,7 @@ class EncoderDecoderModel(ConfiguredModel):
         """
         source = token_ids(source, self.config.vocab_size, "source")
         mask = padding_mask(source, self.config.pad_id)  # (..., 1, 1, n_s)
-        x = self._embed(self.source_embedding, source)
+        x = self._embed(self.source_embedding, source, self.source_dropout)
         for block in self.encoder_blocks:
             x = block.forward(x, mask=mask)
         if self.encoder_norm is not None:
@@ -264,7 +294,7 @@ class EncoderDecoderModel(ConfiguredModel):
         """
         target = token_ids(target, self.config.target_vocab_size, "target")
         mask = target_mask(target, self.config.pad_id)  # (..., 1, n_t, n_t)
-        y = self._embed(self.target_embedding, target)
+        y = self._embed(self.target_embedding, target, self.target_dropout)
         for block in self.decoder_blocks:
             y = block.forward(y, memory, mask=mask, memory_mask=memory_mask)
         if self.decoder_norm is not None:
@@ -296,9 +326,9 @@ class EncoderDecoderModel(ConfiguredModel):
         for block in reversed(self.decoder_blocks):
             d_y, d_m = block.backward(d_y)
             d_memory = d_memory + d_m  # one memory, read by every block
-        self.target_embedding.backward(d_y)
+        self.target_embedding.backward(_back_through(self.target_dropout, d_y))
         if self.encoder_norm is not None:
             d_memory = self.encoder_norm.backward(d_memory)
         for block in reversed(self.encoder_blocks):
             d_memory = block.backward(d_memory)
-        self.source_embedding.backward(d_memory)
+        self.source_embedding.backward(_back_through(self.source_dropout, d_memory))

@@ -255,7 +255,10 @@ def _model_rows(model):
     norm = f"{c.norm}-LN"
     if isinstance(c, DecoderOnlyConfig) and c.normalization == "rms":
         norm = f"{c.norm}, RMS norm"
-    rows += [("norms", norm), ("parameters", _plain(model.num_parameters))]
+    rows.append(("norms", norm))
+    if isinstance(c, EncoderDecoderConfig):
+        rows.append(("dropout", _plain(c.dropout) if c.dropout else "none"))
+    rows.append(("parameters", _plain(model.num_parameters)))
     return rows
 
 

@@ -7,8 +7,11 @@ of attention into one ``(3 d_model, d_model)`` matrix. One table of names per mo
 reading PyTorch's gradients in the package's layout (:func:`torch_gradients`). Copying weights
 out (:func:`to_torch`) has writers of its own (the ``_write_*`` functions), and every module it
 makes is read back through the tables and compared, so the two directions cannot drift apart.
-Dropout is never carried over: a converted module computes its evaluation-mode function, and
-modules made here have dropout 0.
+Dropout inside a block is never carried over: a converted module computes its evaluation-mode
+function, and modules made here have dropout 0. A block or model of the package with
+``dropout > 0`` is refused (PyTorch's layers drop at more places in training than the
+package's blocks, so no rate maps one training function onto the other); the
+:class:`~scratchformer.Dropout` layer alone converts to ``nn.Dropout`` and back, rate kept.
 
 Both directions dispatch on the exact type: a subclass computes a function of its own (a
 :class:`~scratchformer.CausalSelfAttention` with rotary positions is not an
@@ -29,6 +32,7 @@ import torch
 
 from ..decoder import DecoderBlock
 from ..decoder_only import CausalSelfAttention, DecoderModel, DecoderOnlyBlock
+from ..dropout import Dropout
 from ..encoder import EncoderBlock
 from ..layers import Embedding, FeedForward, LayerNorm, Linear, RMSNorm, SwiGLU
 from ..model import EncoderModel
@@ -159,6 +163,7 @@ _COUNTERPARTS = {
     TorchEncoderModel: EncoderModel,
     TorchEncoderDecoderModel: EncoderDecoderModel,
     TorchDecoderModel: DecoderModel,
+    torch.nn.Dropout: Dropout,
 }
 
 
@@ -194,13 +199,15 @@ def _values(module, get):
             DecoderBlock: _decoder_layer_values, LayerNorm: _layer_norm_values,
             RMSNorm: _rms_norm_values, Linear: _linear_values, Embedding: _embedding_values,
             EncoderModel: _encoder_model_values, EncoderDecoderModel: _encoder_decoder_values,
-            DecoderModel: _decoder_model_values}[cls](module, get)
+            DecoderModel: _decoder_model_values,
+            Dropout: lambda module, get: {}}[cls](module, get)
 
 
 # --- From PyTorch -------------------------------------------------------------------------
 
 def _dtype(module):
-    return next(module.parameters()).detach().numpy().dtype
+    first = next(module.parameters(), None)
+    return None if first is None else first.detach().numpy().dtype
 
 
 def _check_attention(module):
@@ -343,6 +350,8 @@ def _empty_layer(module):
     if cls is DecoderModel:
         config = dataclasses.asdict(module.config)
         return DecoderModel(**config, dtype=module.dtype)
+    if cls is Dropout:
+        return Dropout(module.p)
     raise AssertionError(f"unreachable: no empty layer for {cls.__name__}")
 
 
@@ -366,8 +375,11 @@ def from_torch(module, cls=None):
         Linear)`` their counterparts; :class:`TorchEncoderModel` an
         :class:`~scratchformer.EncoderModel`, :class:`TorchEncoderDecoderModel` an
         :class:`~scratchformer.EncoderDecoderModel`, ``nn.RMSNorm`` (with an ``eps``) an
-        :class:`~scratchformer.RMSNorm` and :class:`TorchDecoderModel` a
-        :class:`~scratchformer.DecoderModel`. The exact type decides (a subclass is refused).
+        :class:`~scratchformer.RMSNorm`, :class:`TorchDecoderModel` a
+        :class:`~scratchformer.DecoderModel` and ``nn.Dropout`` a
+        :class:`~scratchformer.Dropout` of its rate. The dropout of PyTorch's layers is not
+        carried over (the blocks made have none: their evaluation function is PyTorch's).
+        The exact type decides (a subclass is refused).
     cls : type, optional
         The class expected: a ``TypeError`` if ``module`` converts to another.
 
@@ -442,7 +454,20 @@ def _write_feed_forward(first, second, ffn):
     _write_linear(second, p["w_2"], p["b_2"])
 
 
+def _refuse_dropout(layer):
+    """A block or model of the package with dropout > 0 has no exact PyTorch counterpart."""
+    if getattr(layer, "dropout", 0.0) or getattr(getattr(layer, "config", None), "dropout", 0.0):
+        raise ValueError(
+            f"to_torch converts blocks and models without dropout only; this "
+            f"{type(layer).__name__} has dropout > 0. PyTorch's layers drop at four places "
+            "in training (the attention weights and the feed-forward network's hidden units "
+            "too), the package's blocks at the sub-layers' outputs only, so no rate maps one "
+            "training function onto the other. Their evaluation functions are equal: build "
+            "the layer with dropout=0, load_parameters, and convert that")
+
+
 def _encoder_layer(block, dtype):
+    _refuse_dropout(block)
     module = torch.nn.TransformerEncoderLayer(
         block.d_model, block.attention.n_heads, block.ffn.params["w_1"].shape[1],
         dropout=0.0, activation="relu", layer_norm_eps=block.norm1.eps, batch_first=True,
@@ -455,6 +480,7 @@ def _encoder_layer(block, dtype):
 
 
 def _decoder_layer(block, dtype):
+    _refuse_dropout(block)
     module = torch.nn.TransformerDecoderLayer(
         block.d_model, block.n_heads, block.ffn.params["w_1"].shape[1], dropout=0.0,
         activation="relu", layer_norm_eps=block.norm1.eps, batch_first=True,
@@ -482,6 +508,7 @@ def _embedding_module(embedding, dtype):
 
 
 def _encoder_decoder(model, dtype):
+    _refuse_dropout(model)
     c = model.config
     head = torch.nn.Linear(c.d_model, c.target_vocab_size, dtype=dtype)
     _write_linear(head, model.head.params["w"], model.head.params["b"])
@@ -587,12 +614,16 @@ def to_torch(layer):
     :class:`~scratchformer.DecoderBlock` PyTorch's encoder and decoder layers,
     :class:`~scratchformer.LayerNorm`, :class:`~scratchformer.RMSNorm`,
     :class:`~scratchformer.Linear`, :class:`~scratchformer.Embedding` and the ReLU
-    :class:`~scratchformer.FeedForward` their modules, and the three models their twins
-    (``scratchformer.pytorch.twins``). A layer in :data:`NO_COUNTERPART` (or a subclass of
+    :class:`~scratchformer.FeedForward` their modules, :class:`~scratchformer.Dropout`
+    ``nn.Dropout`` of its rate, and the three models their twins
+    (``scratchformer.pytorch.twins``). A block or model with ``dropout > 0`` raises a
+    ``ValueError`` (see the module's docstring). A layer in :data:`NO_COUNTERPART` (or a subclass of
     any of these) raises a ``TypeError`` that says why.
     """
     if not isinstance(layer, Layer):
         raise TypeError(f"to_torch converts the package's layers, got {type(layer).__name__}")
+    if type(layer) is Dropout:
+        return torch.nn.Dropout(layer.p).eval()
     values = {name: owner.params[key] for name, owner, key in layer.named_parameters()}
     if not values:
         raise TypeError(f"no PyTorch counterpart for {type(layer).__name__} (no parameters)")

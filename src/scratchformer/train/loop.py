@@ -23,6 +23,7 @@ import numpy as np
 
 from .._threads import cores, parallel_map, shares
 from .._validation import positive_int
+from ..dropout import Dropout, spawn_generator
 from ..module import Layer
 from ..optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
 from ..tasks import Split, Task
@@ -206,6 +207,8 @@ def _replicas(model, count):
     for replica in made[:count]:  # the model's current dicts, should any have been replaced
         for (_, layer), (_, twin) in zip(model._tree(), replica._tree()):
             twin.params, twin._inference = layer.params, layer._inference
+            if isinstance(layer, Dropout):  # masks of their own, not copies of the model's
+                twin.rng = spawn_generator(layer.rng)
     return made[:count]
 
 

@@ -56,7 +56,7 @@ def make_task(name, **options):
     raise ValueError(f"task must be one of {TASKS}, got {name!r}")
 
 
-def book_model(task, *, norm="post", seed=0, dtype=np.float32, **dims):
+def book_model(task, *, norm="post", seed=0, dtype=np.float32, dropout=0.0, **dims):
     """The book's model (:data:`BOOK_MODEL`) for a ``task``.
 
     An :class:`~scratchformer.EncoderModel` for a labelling task, an
@@ -66,7 +66,10 @@ def book_model(task, *, norm="post", seed=0, dtype=np.float32, **dims):
     Its weights come from the second of the two streams that ``seed`` gives; :func:`train`
     draws the data from the first, so ``train(book_model(task, seed=s), task,
     TrainConfig(seed=s))`` is one reproducible run. Keyword arguments ``dims`` (``d_model``,
-    ``n_heads``, ``d_ff``, ``n_layers``) replace those of :data:`BOOK_MODEL`.
+    ``n_heads``, ``d_ff``, ``n_layers``) replace those of :data:`BOOK_MODEL`. ``dropout``
+    (default 0) is the translator's rate of dropout in training
+    (:class:`~scratchformer.EncoderDecoderConfig`); the labelling model has none, and a
+    ``dropout`` other than 0 for it raises ``ValueError``.
     """
     unknown = set(dims) - set(BOOK_MODEL)
     if unknown:
@@ -76,7 +79,10 @@ def book_model(task, *, norm="post", seed=0, dtype=np.float32, **dims):
         return EncoderDecoderModel(vocab_size=task.vocab_size,
                                    target_vocab_size=task.target_vocab_size,
                                    pad_id=task.pad_id, **(BOOK_MODEL | dims), norm=norm,
-                                   rng=seed_streams(seed)[1], dtype=dtype)
+                                   dropout=dropout, rng=seed_streams(seed)[1], dtype=dtype)
+    if dropout != 0:
+        raise ValueError(f"the labelling model (EncoderModel) has no dropout; got "
+                         f"dropout={dropout!r}")
     return EncoderModel(vocab_size=task.vocab_size, n_classes=task.n_classes,
                         **(BOOK_MODEL | dims), norm=norm, rng=seed_streams(seed)[1], dtype=dtype)
 
