@@ -23,6 +23,7 @@ from sphinx.util.nodes import nested_parse_with_titles
 MODULES = [
     "scratchformer.attention", "scratchformer.functional", "scratchformer.multihead",
     "scratchformer.positional", "scratchformer.rotary", "scratchformer.layers",
+    "scratchformer.dropout",
     "scratchformer.encoder", "scratchformer.model", "scratchformer.decoder",
     "scratchformer.seq2seq", "scratchformer.decoding", "scratchformer.metrics",
     "scratchformer.decoder_only",

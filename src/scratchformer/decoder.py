@@ -75,9 +75,12 @@ class DecoderBlock(Layer):
         The cross-attention's norm.
     norm3 : LayerNorm
         The feed-forward network's norm.
-    dropout1, dropout2, dropout3 : Dropout or None
-        On the outputs of the self-attention, the cross-attention and the feed-forward
-        network; None for ``dropout=0``.
+    dropout1 : Dropout or None
+        On the self-attention's output; None for ``dropout=0``.
+    dropout2 : Dropout or None
+        On the cross-attention's output; None for ``dropout=0``.
+    dropout3 : Dropout or None
+        On the feed-forward network's output; None for ``dropout=0``.
 
     Notes
     -----

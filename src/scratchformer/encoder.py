@@ -52,8 +52,10 @@ class EncoderBlock(Layer):
     ffn : FeedForward
     norm1, norm2 : LayerNorm
         ``norm1`` belongs to the attention sub-layer, ``norm2`` to the feed-forward one.
-    dropout1, dropout2 : Dropout or None
-        On the attention's and the feed-forward network's outputs; None for ``dropout=0``.
+    dropout1 : Dropout or None
+        On the attention's output; None for ``dropout=0``.
+    dropout2 : Dropout or None
+        On the feed-forward network's output; None for ``dropout=0``.
 
     Notes
     -----

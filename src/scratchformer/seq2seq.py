@@ -201,8 +201,11 @@ class EncoderDecoderModel(ConfiguredModel):
     decoder_norm : LayerNorm or None
         Normalises the decoder's output; present for ``norm="pre"`` only.
     head : Linear
-    source_dropout, target_dropout : Dropout or None
-        On the sums of the embeddings and the positional encoding; None for ``dropout=0``.
+    source_dropout : Dropout or None
+        On the sum of the source embeddings and the positional encoding; None for
+        ``dropout=0``.
+    target_dropout : Dropout or None
+        On the same sum for the target; None for ``dropout=0``.
 
     Notes
     -----
