@@ -57,13 +57,9 @@ def run(tokenizer: str, seconds: float, seed: int) -> dict:
 
 def blas_kernel() -> str:
     """OpenBLAS's name for the kernel it chose on this CPU (``openblas_get_corename``)."""
-    import numpy as np
+    from scratchformer._threads import openblas_libraries
 
-    np.dot(np.ones((2, 2)), np.ones((2, 2)))
-    with open("/proc/self/maps") as maps:
-        paths = sorted({line.split()[-1] for line in maps if "openblas" in line.lower()})
-    for path in paths:
-        library = ctypes.CDLL(path)
+    for library in openblas_libraries():
         for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
                      "openblas_get_corename"):
             function = getattr(library, name, None)

@@ -145,16 +145,27 @@ def whole_on_a_phone(found, glyphs):
     return display, faults
 
 
-@pytest.mark.parametrize("path", WIDEST)
-def test_on_a_phone_wide_equations_are_broken_over_lines(browser, site_url, path):
-    page, problems = visit(browser, site_url, path, {"width": 375, "height": 800})
+def phone_faults(browser, site_url, path, size, narrowed_to=None):
+    """Load ``path`` at ``size`` (then narrow the window to ``narrowed_to``, if given), and
+    return its display equations, what :func:`whole_on_a_phone` finds wrong with them, and
+    the page's problems."""
+    page, problems = visit(browser, site_url, path, size)
     try:
         wait_for_mathjax(page)
+        if narrowed_to:
+            page.set_viewport_size(narrowed_to)
+            wait_for_equations(page)
         found = measure_formulas(page)
         glyphs = page.evaluate(GLYPHS)
     finally:
         page.context.close()
-    display, faults = whole_on_a_phone(found, glyphs)
+    return (*whole_on_a_phone(found, glyphs), problems)
+
+
+@pytest.mark.parametrize("path", WIDEST)
+def test_on_a_phone_wide_equations_are_broken_over_lines(browser, site_url, path):
+    display, faults, problems = phone_faults(browser, site_url, path, {"width": 375,
+                                                                       "height": 800})
     assert len(display) >= 4
     assert faults == [], f"{path} at 375 px:\n" + "\n".join(faults)
     assert problems["pageerror"] == [] and problems["console"] == []
@@ -162,16 +173,8 @@ def test_on_a_phone_wide_equations_are_broken_over_lines(browser, site_url, path
 
 def test_a_window_narrowed_to_a_phone_breaks_its_equations_again(browser, site_url):
     """Typeset at 1280 px, then narrowed to 375 px: the equations are broken for the new width."""
-    page, problems = visit(browser, site_url, "book/self_attention.html", "desktop")
-    try:
-        wait_for_mathjax(page)
-        page.set_viewport_size({"width": 375, "height": 800})
-        wait_for_equations(page)
-        found = measure_formulas(page)
-        glyphs = page.evaluate(GLYPHS)
-    finally:
-        page.context.close()
-    _, faults = whole_on_a_phone(found, glyphs)
+    _, faults, problems = phone_faults(browser, site_url, "book/self_attention.html",
+                                       "desktop", narrowed_to={"width": 375, "height": 800})
     assert faults == [], "\n".join(faults)
     assert problems["pageerror"] == [] and problems["console"] == []
 

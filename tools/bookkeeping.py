@@ -37,15 +37,9 @@ def split_header(body):
 
 
 def names(node, ctx=None):
-    out = set()
-    for n in ast.walk(node):
-        if isinstance(n, ast.Name) and (ctx is None or isinstance(n.ctx, ctx)):
-            out.add(n.id)
-        elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
-            out.add(n.name)
-        elif isinstance(n, ast.alias):
-            out.add((n.asname or n.name).split(".")[0])
-    return out
+    """The variable names a node uses (in the context ``ctx`` only, if given)."""
+    return {n.id for n in ast.walk(node)
+            if isinstance(n, ast.Name) and (ctx is None or isinstance(n.ctx, ctx))}
 
 
 def root(node):

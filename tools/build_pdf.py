@@ -29,6 +29,7 @@ set), where it fails. Prints the time the step took, the PDF's size and its page
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import http.server
@@ -190,6 +191,19 @@ def _holds(printed: str, title: str) -> bool:
     return all(char in rest for char in squash(title))
 
 
+@contextlib.contextmanager
+def quiet_pypdf():
+    """pypdf's warnings silenced for the block: Chromium's trailer counts fewer objects than
+    it writes, which pypdf mends, and says so for every PDF it reads."""
+    logger = logging.getLogger("pypdf")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def retitle_outline(pdf: bytes, titles: list[str]) -> tuple[bytes, list[str]]:
     """The PDF with its outline's titles written as the headings' ``titles`` (the page's
     order), and what does not match. Chromium builds each title from the heading's printed
@@ -205,14 +219,8 @@ def retitle_outline(pdf: bytes, titles: list[str]) -> tuple[bytes, list[str]]:
              if not _holds(old, new)]
     if wrong:
         return pdf, wrong
-    # Chromium's trailer counts fewer objects than it writes, which pypdf mends, and says so.
-    quiet = logging.getLogger("pypdf")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
+    with quiet_pypdf():
         writer = PdfWriter(clone_from=reader)
-    finally:
-        quiet.setLevel(level)
     nodes, new = [writer._root_object["/Outlines"].get_object().get("/First")], iter(titles)
     while nodes:  # depth first, as the outline is read: a node, its children, its next
         node = nodes.pop()
@@ -258,10 +266,7 @@ def splice_front_matter(first: bytes, numbered: bytes, body_id: str) -> tuple[by
     from pypdf import PdfReader, PdfWriter
     from pypdf.generic import NameObject
 
-    quiet = logging.getLogger("pypdf")  # Chromium's trailer miscounts its objects: see above
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
+    with quiet_pypdf():
         one, two = PdfReader(io.BytesIO(first)), PdfReader(io.BytesIO(numbered))
         start_one, start_two = target_pages(one).get(body_id), target_pages(two).get(body_id)
         if start_one is None or start_one != start_two:
@@ -284,8 +289,6 @@ def splice_front_matter(first: bytes, numbered: bytes, body_id: str) -> tuple[by
                 writer.pages[index][NameObject(key)] = source[key].clone(writer)
         out = io.BytesIO()
         writer.write(out)
-    finally:
-        quiet.setLevel(level)
     return out.getvalue(), []
 
 

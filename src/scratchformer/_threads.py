@@ -31,13 +31,9 @@ __all__ = ["BLAS_THREAD_CONTROL", "blas_thread_count", "blas_threads", "cores", 
            "set_blas_thread_count", "shares"]
 
 
-def _find_controls():
-    """``(set, get)`` of the OpenBLAS NumPy loaded, or ``(None, None)``.
-
-    ``set`` is ``openblas_set_num_threads_local``, which sets OpenBLAS's thread count and
-    returns the previous one (OpenBLAS 0.3.27 and later); ``get`` reads the count
-    (``openblas_get_num_threads``, with the symbol prefix of NumPy's wheels when it has one).
-    """
+def openblas_libraries() -> list:
+    """The OpenBLAS libraries NumPy loaded, as ``ctypes.CDLL`` handles (the same libraries, not
+    second copies); empty off Linux or without OpenBLAS."""
     import numpy as np
 
     np.dot(np.ones((2, 2)), np.ones((2, 2)))  # make sure BLAS is loaded
@@ -45,12 +41,24 @@ def _find_controls():
         with open("/proc/self/maps") as maps:  # the shared libraries this process has loaded
             paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
     except OSError:  # not Linux
-        return None, None
+        return []
+    libraries = []
     for path in sorted(paths):
         try:
-            library = ctypes.CDLL(path)  # already loaded: the same library, not a second copy
+            libraries.append(ctypes.CDLL(path))
         except OSError:
             continue
+    return libraries
+
+
+def _find_controls():
+    """``(set, get)`` of the OpenBLAS NumPy loaded, or ``(None, None)``.
+
+    ``set`` is ``openblas_set_num_threads_local``, which sets OpenBLAS's thread count and
+    returns the previous one (OpenBLAS 0.3.27 and later); ``get`` reads the count
+    (``openblas_get_num_threads``, with the symbol prefix of NumPy's wheels when it has one).
+    """
+    for library in openblas_libraries():
         setter = getattr(library, "openblas_set_num_threads_local", None)
         getters = [getattr(library, name, None) for name in (
             "scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
