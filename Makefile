@@ -86,9 +86,10 @@ unit: $(READY) $(TEXTS)
 
 # Everything, what CI runs: ruff, the book and its PDF, then every test (package, property,
 # PyTorch, the training chapters on five seeds, the build, the browser sweep, the PDF's text).
-# --dist loadgroup keeps a group of tests that share one expensive fixture on one worker.
+# --dist loadgroup keeps a group of tests that share one expensive fixture on one worker;
+# --durations prints the slowest tests and fixtures, so every run says where its time went.
 test: lint pdf $(LINT) $(AXE)
-	$(PYTEST) --dist loadgroup
+	$(PYTEST) --dist loadgroup --durations=30
 
 # The training chapters executed with seeds 0 to 4: every claim they assert must hold for each
 # (tests/test_seeds.py; part of `make test`). python -m tools.seed_sweep reports each claim's margins.
