@@ -330,9 +330,13 @@ def printed(page):
     return page
 
 
-def wait_for_equations(page, timeout=20_000):
+def wait_for_equations(page, timeout=60_000):
     """Wait until the display equations are broken for the column's present width (a page
-    whose column changed width typesets them again: book/_static/equation-breaks.js)."""
+    whose column changed width typesets them again: book/_static/equation-breaks.js).
+
+    A minute, as for :func:`wait_for_mathjax`: turned to print, book/api.html and
+    book/backpropagation.html took more than 20 s on a 2-core machine busy with the test
+    run's other worker and the seed sweep."""
     page.wait_for_function(
         """() => !window.MathJax || !document.querySelector('article')
             || document.documentElement.dataset.equationsWidth === String(Math.round(

@@ -300,7 +300,13 @@ class Reader:
         return source.replace(url[0], self.wheel.as_uri())
 
 
-@pytest.fixture(scope="module")
+# The fresh-Jupyter tests share their environments, so one worker of pytest-xdist runs them all
+# (make test passes --dist loadgroup; their fixtures are session-scoped, since a worker that
+# runs a test of another module between two of them would tear a module's fixtures down).
+FRESH_JUPYTER = pytest.mark.xdist_group("fresh-jupyter")
+
+
+@pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
     """A wheel of the package as this checkout has it (pyproject, README, src)."""
     folder = tmp_path_factory.mktemp("checkout")
@@ -315,7 +321,7 @@ def wheel(tmp_path_factory) -> Path:
     return built
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def readers(tmp_path_factory, wheel):
     """One fresh environment for each set of needs (PyTorch or not, the texts or not): within
     each, every chapter's install cell is the same cell, so each chapter runs where only a cell
@@ -331,10 +337,28 @@ def readers(tmp_path_factory, wheel):
     return reader
 
 
+@pytest.fixture(scope="session")
+def build_runs(tmp_path_factory) -> Path:
+    """A copy of the build's stored training runs (``scratchformer.book.runs``), taken once."""
+    copy = tmp_path_factory.mktemp("runs") / "runs"
+    shutil.copytree(ROOT / "_build" / ".runs", copy, ignore=shutil.ignore_patterns("*.lock"))
+    return copy
+
+
+@FRESH_JUPYTER
 @pytest.mark.parametrize("page", CHAPTERS)
-def test_a_downloaded_notebook_runs_in_a_fresh_jupyter(page, readers, tmp_path, monkeypatch):
+def test_a_downloaded_notebook_runs_in_a_fresh_jupyter(page, readers, build_runs, tmp_path,
+                                                       monkeypatch):
     """The notebook, alone in a folder, executed top to bottom by a kernel of a fresh
-    environment that holds only what install cells like its first one installed."""
+    environment that holds only what install cells like its first one installed.
+
+    The one thing it is given besides is a copy of the build's stored training runs
+    (``SCRATCHFORMER_RUNS``), so that ``sfb.train_once`` hands it the run the build trained
+    (its key holds the package's source, which the wheel installs unchanged, and BLAS's
+    settings) instead of training every model of the book again: the training itself is
+    executed and its claims asserted by the build and, on five seeds, by tests/test_seeds.py.
+    What this test is for, everything a chapter imports and reads in a reader's environment,
+    is the same with the runs stored; a chapter that trains without ``train_once`` trains."""
     from nbclient import NotebookClient
 
     notebook = downloaded(page)
@@ -355,6 +379,7 @@ def test_a_downloaded_notebook_runs_in_a_fresh_jupyter(page, readers, tmp_path, 
     for name in ("PYTHONPATH", "VIRTUAL_ENV", "MPLBACKEND", "IPYTHONDIR", "SCRATCHFORMER_RUNS",
                  "SCRATCHFORMER_SEED", "JUPYTER_PATH"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SCRATCHFORMER_RUNS", str(build_runs))
     # Where the first cell installs the texts (npm), in place of ~/.cache/scratchformer/text.
     monkeypatch.setenv("SCRATCHFORMER_TEXTS", str(reader.folder / "texts"))
     monkeypatch.setenv("JUPYTER_PATH", str(reader.jupyter / "share" / "jupyter"))
@@ -368,6 +393,7 @@ def test_a_downloaded_notebook_runs_in_a_fresh_jupyter(page, readers, tmp_path, 
                    for cell in notebook.cells for output in cell.get("outputs", []))
 
 
+@FRESH_JUPYTER
 def test_a_fresh_jupyter_lacks_what_the_install_cell_installs(readers):
     """The check above can fail: before any install cell ran, the fresh kernel's Python had
     none of the packages the chapters import beyond a bare Jupyter."""
