@@ -35,10 +35,12 @@ from pages import (
 )
 
 pytestmark = pytest.mark.browser
+# A chapter with three figures, two of them drawn 6.7 in wide (two panels each)
+CHAPTER = "book/post_ln_pre_ln.html"
 
 
 def test_the_figures_are_found(browser, site_url):
-    page, _ = visit(browser, site_url, "book/training.html", {"width": 1280, "height": 900})
+    page, _ = visit(browser, site_url, CHAPTER, {"width": 1280, "height": 900})
     try:
         found = page.evaluate(FIGURES)
         faults = figure_faults(page, 1280)
@@ -49,7 +51,7 @@ def test_the_figures_are_found(browser, site_url):
 
 
 def test_a_shrunk_figure_is_reported(browser, site_url):
-    page, _ = visit(browser, site_url, "book/training.html", {"width": 1280, "height": 900})
+    page, _ = visit(browser, site_url, CHAPTER, {"width": 1280, "height": 900})
     try:
         page.evaluate("""() => {
             document.querySelector('article .cell_output img').style.maxWidth = '100px'; }""")
@@ -61,7 +63,6 @@ def test_a_shrunk_figure_is_reported(browser, site_url):
 
 
 PHONE = {"width": 375, "height": 800}
-CHAPTER = "book/training.html"
 TAP_TIMEOUT = 5_000
 
 

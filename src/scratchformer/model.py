@@ -2,8 +2,9 @@
 
 Token embedding, sinusoidal positional encoding, ``n_layers`` encoder blocks (post-LN or pre-LN)
 and a linear output head; trained with softmax cross-entropy by ``scratchformer.train``. The
-book's chapter "Training a Transformer in NumPy" (``book/training.md``) trains it and reads its
-attention; "Backpropagation through attention" checks its gradients.
+book's chapter "Training a Transformer in NumPy" (``book/training.md``) trains it, "What the
+trained model learned" (``book/trained_attention.md``) reads its attention, and
+"Backpropagation through attention" checks its gradients.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ class EncoderModel(ConfiguredModel):
 
     with :math:`P` the sinusoidal encoding of the positions (chapter
     :doc:`Positional encoding </book/positional_encoding>`). Trained in the chapter
-    :doc:`Training a Transformer in NumPy </book/training>`.
+    :doc:`Training a Transformer in NumPy </book/training>`, read in
+    :doc:`What the trained model learned </book/trained_attention>`.
     """
 
     def __init__(self, *, vocab_size, n_classes, d_model, n_heads, d_ff, n_layers,

@@ -7,7 +7,8 @@ scores a held-out set. Each new kind of model (an encoder–decoder that transla
 that adds) comes with its task; the training loop stays the same.
 
 The book's chapter "Training a Transformer in NumPy" (``book/training.md``) trains on
-:class:`LabellingTask`.
+:class:`LabellingTask` (reversal), and "What the trained model learned"
+(``book/trained_attention.md``) on its sorting too.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ library, kernel and number of threads; another of these rounds the matrix produc
 differently, and over hundreds of steps the differences grow into another trained model, as
 another seed would (the book asserts only what holds over seeds, ``tests/test_seeds.py``).
 
-The book's chapter "Training a Transformer in NumPy" (``book/training.md``) runs it.
+The book's chapter "Training a Transformer in NumPy" (``book/training.md``) runs it;
+"What the trained model learned" (``book/trained_attention.md``) reads the run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .recipes import (
     ADDER_TRAINING,
     BOOK_MODEL,
     BOOK_TEXT_TRAINING,
+    BOOK_TRAINING,
     TASKS,
     TEXT_MODEL,
     TEXT_TRAINING,
@@ -31,7 +33,7 @@ from .recipes import (
     text_model,
 )
 
-__all__ = ["TASKS", "BOOK_MODEL", "ADDER_MODEL", "ADDER_TRAINING", "TRANSLATION_CONFIG",
-           "TEXT_MODEL", "TEXT_TRAINING", "BOOK_TEXT_TRAINING", "TrainConfig", "TrainResult",
-           "make_task", "book_model", "adder_model", "text_model", "seed_streams", "train_step",
-           "train"]
+__all__ = ["TASKS", "BOOK_MODEL", "BOOK_TRAINING", "ADDER_MODEL", "ADDER_TRAINING",
+           "TRANSLATION_CONFIG", "TEXT_MODEL", "TEXT_TRAINING", "BOOK_TEXT_TRAINING",
+           "TrainConfig", "TrainResult", "make_task", "book_model", "adder_model",
+           "text_model", "seed_streams", "train_step", "train"]

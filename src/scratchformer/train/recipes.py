@@ -4,9 +4,10 @@ chapters and the command line read.
 A recipe is a model's dimensions (``BOOK_MODEL``, ``ADDER_MODEL``, ``TEXT_MODEL``), the
 function that builds it for a task (:func:`book_model`, :func:`adder_model`,
 :func:`text_model`), and the fields of :class:`~scratchformer.train.TrainConfig` its run changes
-(``ADDER_TRAINING``, ``TRANSLATION_CONFIG``, ``TEXT_TRAINING``); :func:`make_task` builds the
-command line's tasks by name. A model's weights come from the second stream of its seed
-(:func:`~scratchformer.train.seed_streams`), the loop's data from the first.
+(``BOOK_TRAINING``, ``ADDER_TRAINING``, ``TRANSLATION_CONFIG``, ``TEXT_TRAINING``);
+:func:`make_task` builds the command line's tasks by name. A model's weights come from the
+second stream of its seed (:func:`~scratchformer.train.seed_streams`), the loop's data from the
+first.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from ..tasks import LABELLINGS, LabellingTask
 from ..translation import TranslationTask
 from .loop import TrainConfig, seed_streams
 
-__all__ = ["TASKS", "BOOK_MODEL", "ADDER_MODEL", "ADDER_TRAINING", "TRANSLATION_CONFIG",
-           "TEXT_MODEL", "TEXT_TRAINING", "BOOK_TEXT_TRAINING", "make_task", "book_model",
-           "adder_model", "text_model"]
+__all__ = ["TASKS", "BOOK_MODEL", "BOOK_TRAINING", "ADDER_MODEL", "ADDER_TRAINING",
+           "TRANSLATION_CONFIG", "TEXT_MODEL", "TEXT_TRAINING", "BOOK_TEXT_TRAINING",
+           "make_task", "book_model", "adder_model", "text_model"]
 
 TEXT_TASK = "text"
 
@@ -32,6 +33,11 @@ TASKS = (*LABELLINGS, "add", "translate", TEXT_TASK)
 
 #: The dimensions of the book's model (chapter "Training a Transformer in NumPy").
 BOOK_MODEL = {"d_model": 64, "n_heads": 4, "d_ff": 128, "n_layers": 2}
+
+#: How the book trains it (fields of :class:`TrainConfig` its run changes): none, the
+#: defaults of :class:`TrainConfig` are its settings. Chapters "Training a Transformer in
+#: NumPy" and "What the trained model learned" share the run through it.
+BOOK_TRAINING = {}
 
 #: The settings of the command line's translation run. There are 1000 numbers in all, so
 #: the held-out sets are smaller (100 to validate, 200 to test; 700 are trained on), checked
