@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from scratchformer.layers import FeedForward, LayerNorm, _tokens_matmul, layer_norm
+from scratchformer.layers import FeedForward, LayerNorm, layer_norm
 
 
 @given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=3, min_side=2, max_side=8),
@@ -86,15 +86,3 @@ def test_feed_forward_rejects_bad_input():
         ffn.forward(np.full((2, 4), np.inf))
     with pytest.raises(TypeError, match="Generator"):
         FeedForward(4, 6, rng=1)
-
-
-@pytest.mark.parametrize("shape", [(7,), (5, 7), (3, 5, 7), (2, 3, 5, 7)])
-def test_tokens_matmul_is_the_product_for_every_token(shape):
-    """One product over every token equals ``x @ w`` token by token, for any number of
-    leading axes and for transposed and non-contiguous operands."""
-    rng = np.random.default_rng(0)
-    w = rng.standard_normal((11, 7))  # used as w.T: (7, 11), not contiguous
-    x = rng.standard_normal((*shape[:-1], 2 * shape[-1]))[..., ::2]  # a strided view
-    y = _tokens_matmul(x, w.T)
-    assert y.shape == (*shape[:-1], 11)
-    np.testing.assert_allclose(y, np.einsum("...i,ji->...j", x, w), rtol=1e-13, atol=1e-13)

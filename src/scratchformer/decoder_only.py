@@ -25,7 +25,7 @@ from ._validation import (
 from .attention import causal_mask
 from .config import FEED_FORWARDS, NORMALIZATIONS, NORMS, ConfiguredModel, DecoderOnlyConfig
 from .generation import KVCache, generate
-from .layers import Embedding, FeedForward, LayerNorm, Linear, RMSNorm, SwiGLU, _tokens_matmul
+from .layers import Embedding, FeedForward, LayerNorm, Linear, RMSNorm, SwiGLU
 from .module import Layer
 from .multihead import AttentionHeads, merge_heads
 from .positional import BASE, positional_encoding
@@ -372,7 +372,7 @@ class DecoderModel(ConfiguredModel):
             return self.head.forward(x)
         self._save(x=x)
         # (..., n, d_model) @ (d_model, vocab_size) -> (..., n, vocab_size)
-        return _tokens_matmul(x, self.embedding.params["table"].T)
+        return x @ self.embedding.params["table"].T
 
     def backward(self, d_logits):
         """Backpropagate the logits' gradient of the last forward; sets every ``grads``.
@@ -382,7 +382,7 @@ class DecoderModel(ConfiguredModel):
         else:
             x = self._saved_for_backward()["x"]
             table = self.embedding.params["table"]
-            d_x = _tokens_matmul(d_logits, table)  # (..., n, vocab_size) @ (vocab_size, d_model)
+            d_x = d_logits @ table  # (..., n, vocab_size) @ (vocab_size, d_model)
             # (vocab_size, tokens) @ (tokens, d_model): the head's share of the table's gradient
             d_table = d_logits.reshape(-1, table.shape[0]).T @ x.reshape(-1, table.shape[1])
         if self.final_norm is not None:

@@ -204,20 +204,6 @@ def rms_norm_backward(d_y, x_hat, inv_rms, gamma):
     return (g - x_hat * projection) * inv_rms, d_gamma
 
 
-def _tokens_matmul(x, w):
-    """``x @ w`` for ``x`` (..., d_in) and a matrix ``w`` (d_in, d_out): one matrix product
-    over every token, shape (..., d_out).
-
-    NumPy's ``@`` with a stacked ``x`` calls BLAS once per leading index (per sequence of a
-    batch); one product of all the tokens gives the same numbers and lets a multi-threaded BLAS
-    split one large product, which on two threads measured several times faster for the
-    book's shapes (``benchmarks/text_step.py`` times the whole training step).
-    """
-    if x.ndim <= 2:
-        return x @ w
-    return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])
-
-
 def _affine_grads(x, d_y):
     """Gradients of ``y = x @ W + b`` for ``W`` and ``b``, summed over every token.
 
@@ -358,7 +344,7 @@ class FeedForward(Layer):
         p = self.params
         x = features(x, p["w_1"].shape[0], "x")
         # (..., d_model) @ (d_model, d_ff) -> (..., d_ff)
-        hidden = _tokens_matmul(x, p["w_1"])
+        hidden = x @ p["w_1"]
         if "b_1" in p:
             hidden += p["b_1"]
         if self.activation == "gelu":
@@ -369,7 +355,7 @@ class FeedForward(Layer):
             np.maximum(hidden, 0.0, out=hidden)  # ReLU
             self._save(x=x, hidden=hidden)
         # (..., d_ff) @ (d_ff, d_model) -> (..., d_model)
-        y = _tokens_matmul(hidden, p["w_2"])
+        y = hidden @ p["w_2"]
         if "b_2" in p:
             y += p["b_2"]
         return y
@@ -395,8 +381,7 @@ class FeedForward(Layer):
         """
         p, saved = self.params, self._saved_for_backward()
         x, hidden = saved["x"], saved["hidden"]
-        # (..., d_model) @ (d_model, d_ff) -> (..., d_ff)
-        d_hidden = _tokens_matmul(d_y, p["w_2"].T)
+        d_hidden = d_y @ p["w_2"].T  # (..., d_model) @ (d_model, d_ff) -> (..., d_ff)
         if self.activation == "gelu":
             d_hidden *= _gelu_slope(saved["pre"])
         else:
@@ -405,8 +390,7 @@ class FeedForward(Layer):
         d_w_2, d_b_2 = _affine_grads(hidden, d_y)  # (d_ff, d_model), (d_model,)
         grads = {"w_1": d_w_1, "b_1": d_b_1, "w_2": d_w_2, "b_2": d_b_2}
         self.grads = {name: grads[name] for name in p}
-        # (..., d_ff) @ (d_ff, d_model) -> (..., d_model)
-        return _tokens_matmul(d_hidden, p["w_1"].T)
+        return d_hidden @ p["w_1"].T  # (..., d_ff) @ (d_ff, d_model) -> (..., d_model)
 
 
 def silu(x):
@@ -534,20 +518,19 @@ class SwiGLU(Layer):
         """Apply the network to each token: (..., d_model) -> same shape."""
         p = self.params
         x = features(x, p["w_gate"].shape[0], "x")
-        a = _tokens_matmul(x, p["w_gate"])  # (..., d_model) @ (d_model, d_ff) -> (..., d_ff)
-        b = _tokens_matmul(x, p["w_up"])  # (..., d_ff)
+        a = x @ p["w_gate"]  # (..., d_model) @ (d_model, d_ff) -> (..., d_ff)
+        b = x @ p["w_up"]  # (..., d_ff)
         s = _sigmoid(a)
         gated = a * s  # silu(a)
         hidden = gated * b
         self._save(x=x, a=a, b=b, s=s, gated=gated, hidden=hidden)
-        # (..., d_ff) @ (d_ff, d_model) -> (..., d_model)
-        return _tokens_matmul(hidden, p["w_down"])
+        return hidden @ p["w_down"]  # (..., d_ff) @ (d_ff, d_model) -> (..., d_model)
 
     def backward(self, d_y):
         """Gradient with respect to the input of the last :meth:`forward`; sets ``grads``."""
         p, saved = self.params, self._saved_for_backward()
         x, a, b, s = saved["x"], saved["a"], saved["b"], saved["s"]
-        d_hidden = _tokens_matmul(d_y, p["w_down"].T)  # (..., d_ff)
+        d_hidden = d_y @ p["w_down"].T  # (..., d_ff)
         d_b = d_hidden * saved["gated"]
         d_a = d_hidden * b * s * (1.0 + a * (1.0 - s))
         flat_x = x.reshape(-1, x.shape[-1]).T  # (d_model, tokens)
@@ -556,8 +539,7 @@ class SwiGLU(Layer):
             "w_up": flat_x @ d_b.reshape(-1, d_b.shape[-1]),
             "w_down": _affine_grads(saved["hidden"], d_y)[0],
         }
-        return (_tokens_matmul(d_a, p["w_gate"].T)
-                + _tokens_matmul(d_b, p["w_up"].T))
+        return d_a @ p["w_gate"].T + d_b @ p["w_up"].T
 
 
 class Linear(Layer):
@@ -592,7 +574,7 @@ class Linear(Layer):
         w = self.params["w"]
         x = features(x, w.shape[0], "x")
         self._save(x=x)
-        y = _tokens_matmul(x, w)  # (..., d_in) @ (d_in, d_out) -> (..., d_out)
+        y = x @ w  # (..., d_in) @ (d_in, d_out) -> (..., d_out)
         if "b" in self.params:
             y += self.params["b"]
         return y
@@ -607,7 +589,7 @@ class Linear(Layer):
         w = self.params["w"]
         d_w, d_b = _affine_grads(x, d_y)  # (d_in, d_out), (d_out,)
         self.grads = {"w": d_w, "b": d_b} if "b" in self.params else {"w": d_w}
-        return _tokens_matmul(d_y, w.T)  # (..., d_out) @ (d_out, d_in) -> (..., d_in)
+        return d_y @ w.T  # (..., d_out) @ (d_out, d_in) -> (..., d_in)
 
 
 class Embedding(Layer):

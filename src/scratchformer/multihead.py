@@ -13,7 +13,7 @@ import numpy as np
 from ._validation import features, floating_dtype, generator, positive_int
 from .attention import _as_mask, attention_backward, attention_kernel
 from .fast_attention import fast_attention, fast_attention_output
-from .layers import _affine_grads, _tokens_matmul
+from .layers import _affine_grads
 from .module import Layer
 
 __all__ = ["AttentionHeads", "MultiHeadAttention", "split_heads", "merge_heads"]
@@ -182,7 +182,7 @@ class AttentionHeads(Layer):
         grads = {}  # d_w and d_b: (d_model, d_model) and (d_model,)
         grads["w_o"], grads["b_o"] = _affine_grads(merged, d_out)
         # (..., n_q, d_model) @ (d_model, d_model) -> (..., n_q, d_model)
-        d_merged = _tokens_matmul(d_out, p["w_o"].T)
+        d_merged = d_out @ p["w_o"].T
         d_heads = split_heads(d_merged, self.n_heads)  # (..., h, n_q, d_k)
         q, k, v = (np.broadcast_to(a, (*batch, *a.shape[-3:]))
                    for a in (saved["q"], saved["k"], saved["v"]))
@@ -200,8 +200,7 @@ class AttentionHeads(Layer):
             source = np.broadcast_to(inputs[which], (*d_proj.shape[:-1], self.d_model))
             d_w, d_b = _affine_grads(source, d_proj)  # (d, width), (width,)
             grads[f"w_{which}"], grads[f"b_{which}"] = d_w, d_b
-            d_source = _sum_to(_tokens_matmul(d_proj, p[f"w_{which}"].T),
-                               inputs[which].shape)
+            d_source = _sum_to(d_proj @ p[f"w_{which}"].T, inputs[which].shape)
             d_inputs[which] = d_source  # (..., n, d_model)
         # the parameters' names and order (no biases without bias=True)
         self.grads = {name: grads[name] for name in p}
@@ -233,8 +232,7 @@ class AttentionHeads(Layer):
             p, d = self.params, self.d_model
             d_kv = p["w_k"].shape[1]
             # (..., n, d) @ (d, d + 2 d_kv) -> (..., n, d + 2 d_kv)
-            qkv = _tokens_matmul(
-                x, np.concatenate([p["w_q"], p["w_k"], p["w_v"]], axis=1))
+            qkv = x @ np.concatenate([p["w_q"], p["w_k"], p["w_v"]], axis=1)
             if self.bias:
                 qkv += np.concatenate([p["b_q"], p["b_k"], p["b_v"]])
             q, k, v = qkv[..., :d], qkv[..., d:d + d_kv], qkv[..., d + d_kv:]
@@ -271,14 +269,14 @@ class AttentionHeads(Layer):
 
     def _project_output(self, merged):
         # (..., n_q, d_model) @ (d_model, d_model) -> (..., n_q, d_model)
-        out = _tokens_matmul(merged, self.params["w_o"])
+        out = merged @ self.params["w_o"]
         if self.bias:
             out += self.params["b_o"]
         return out
 
     def _project(self, x, which):
         # (..., n, d_model) @ (d_model, width) -> (..., n, width)
-        y = _tokens_matmul(x, self.params[f"w_{which}"])
+        y = x @ self.params[f"w_{which}"]
         if self.bias:
             y += self.params[f"b_{which}"]
         return y
