@@ -167,7 +167,14 @@ def execute_missing(env: dict) -> list[tuple[str, str]]:
     if not missing:
         return []
     times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
-    key = lambda path: -times.get(str(path.relative_to(ROOT)), 0.0)  # noqa: E731
+    from .seed_sweep import SEEDED_CHAPTERS
+
+    def key(path: Path) -> tuple[float, bool]:
+        # longest first, by the last build's times; with none (a fresh clone) the chapters
+        # that train go first, so that a long run does not end the pass with one worker idle
+        name = str(path.relative_to(ROOT))
+        return -times.get(name, 0.0), name not in SEEDED_CHAPTERS
+
     alone = [p for p in missing if str(p.relative_to(ROOT)) in ALONE]
     pooled = sorted((p for p in missing if p not in alone), key=key)
     print(f"build_book: executing {len(pooled)} chapters, {WORKERS} at a time (the Sphinx "
