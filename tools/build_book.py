@@ -169,13 +169,14 @@ def execute_missing(env: dict) -> list[tuple[str, str]]:
     times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
     from .seed_sweep import SEEDED_CHAPTERS
 
+    name_of = {path: str(path.relative_to(ROOT)) for path in missing}
+
     def key(path: Path) -> tuple[float, bool]:
         # longest first, by the last build's times; with none (a fresh clone) the chapters
         # that train go first, so that a long run does not end the pass with one worker idle
-        name = str(path.relative_to(ROOT))
-        return -times.get(name, 0.0), name not in SEEDED_CHAPTERS
+        return -times.get(name_of[path], 0.0), name_of[path] not in SEEDED_CHAPTERS
 
-    alone = [p for p in missing if str(p.relative_to(ROOT)) in ALONE]
+    alone = [p for p in missing if name_of[p] in ALONE]
     pooled = sorted((p for p in missing if p not in alone), key=key)
     print(f"build_book: executing {len(pooled)} chapters, {WORKERS} at a time (the Sphinx "
           f"build then executes {len(alone)} alone)", flush=True)
@@ -204,8 +205,8 @@ def execute_missing(env: dict) -> list[tuple[str, str]]:
 
     # a chapter that reads a run another chapter of this pass trains is started once that
     # chapter is done (AFTER), at the end of the queue
-    name_of = {path: str(path.relative_to(ROOT)) for path in pooled}
-    held = [path for path in pooled if AFTER.get(name_of[path]) in name_of.values()]
+    pooled_names = {name_of[path] for path in pooled}
+    held = [path for path in pooled if AFTER.get(name_of[path]) in pooled_names]
     context = __import__("multiprocessing").get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(WORKERS, mp_context=context) as pool:
         futures = {}
