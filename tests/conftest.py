@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import threading
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,35 @@ def pytest_collection_modifyitems(items):
         return bool(item.get_closest_marker("build") or item.get_closest_marker("seeds"))
 
     items.sort(key=lambda item: not long(item))  # stable: otherwise in collection order
+
+
+# Where each pytest-xdist worker's time went: (start, stop, test id) of every phase of every
+# test, as the workers report them to the controller, summed at the end of the run by
+# pytest_terminal_summary. A run that ends long after one worker fell idle shows it here.
+_SPANS: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+
+
+def pytest_runtest_logreport(report):
+    node = getattr(report, "node", None)  # set by pytest-xdist on the controller
+    if node is not None and report.stop > report.start > 0:
+        _SPANS[node.gateway.id].append((report.start, report.stop, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if len(_SPANS) < 2:
+        return
+    begin = min(start for spans in _SPANS.values() for start, _, _ in spans)
+    terminalreporter.write_sep("=", "where each worker's time went")
+    for worker, spans in sorted(_SPANS.items()):
+        by_file: dict[str, float] = defaultdict(float)
+        for start, stop, nodeid in spans:
+            by_file[nodeid.split("::")[0]] += stop - start
+        busy = sum(by_file.values())
+        end = max(stop for _, stop, _ in spans) - begin
+        largest = sorted(by_file.items(), key=lambda item: -item[1])[:5]
+        files = ", ".join(f"{Path(name).name} {seconds:.0f} s" for name, seconds in largest)
+        terminalreporter.write_line(f"{worker}: {len(spans) // 3} tests, {busy:.0f} s in "
+                                    f"tests, its last ended {end:.0f} s in; {files}")
 
 
 @pytest.fixture(scope="session", autouse=True)
