@@ -13,6 +13,7 @@ without ``make pdf``); under CI they fail.
 
 from __future__ import annotations
 
+import functools
 import html.parser
 import io
 import json
@@ -95,6 +96,7 @@ def require_pdf() -> None:
                      "Chromium)")
 
 
+@functools.cache  # one reader per worker: build_pdf extracts each page's text once per reader
 def pdf_reader():
     require_pdf()
     from pypdf import PdfReader

@@ -44,6 +44,7 @@ import sys
 import threading
 import time
 import unicodedata
+import weakref
 from pathlib import Path
 
 from . import build_book, sphinx_extensions  # build_book: the fingerprint of the inputs
@@ -157,10 +158,22 @@ def body_text(page) -> str:
     return " ".join(text for _, _, text in sorted(found)).strip()
 
 
+# Each reader's pages' body_text, extracted once: extracting 350 pages takes pypdf tens of
+# seconds, and the checks of a PDF read every page more than once.
+_BODY_TEXTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def body_texts(reader) -> list[str]:
+    """:func:`body_text` of every page of ``reader``, in order (computed once per reader)."""
+    if reader not in _BODY_TEXTS:
+        _BODY_TEXTS[reader] = [body_text(page) for page in reader.pages]
+    return _BODY_TEXTS[reader]
+
+
 def blank_pages(reader) -> list[int]:
     """The pages (numbered from 1) with neither text nor an image inside the margins."""
-    return [number for number, page in enumerate(reader.pages, 1)
-            if not body_text(page) and not page.images]
+    return [number for number, (page, text) in enumerate(zip(reader.pages, body_texts(reader)), 1)
+            if not text and not page.images]
 
 
 def target_pages(reader) -> dict[str, int]:
@@ -298,7 +311,7 @@ def misplaced_entries(reader, entries: list[dict]) -> list[str]:
     wrong = []
     for entry in entries:
         page = entry["page"]
-        text = squash(body_text(reader.pages[page - 1])) if 0 < page <= len(reader.pages) else ""
+        text = squash(body_texts(reader)[page - 1]) if 0 < page <= len(reader.pages) else ""
         if not text.startswith(squash(entry["title"])):
             wrong.append(f"{entry['title']!r} listed on page {page}, which begins "
                          f"{text[:40]!r}")
