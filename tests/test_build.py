@@ -85,7 +85,7 @@ def test_each_held_chapter_reads_a_run_its_trainer_trains():
         assert shared, f"{held} and {trainer} train through no common recipe"
 
 
-def test_fingerprint_follows_the_package_and_nothing_else(tmp_path):
+def test_fingerprint_follows_the_package_the_seed_and_the_kernel_and_nothing_else(tmp_path):
     build = load_build_module()
     repo = tmp_path / "repo"
     shutil.copytree(ROOT, repo, ignore=SKIP)
@@ -104,7 +104,23 @@ def test_fingerprint_follows_the_package_and_nothing_else(tmp_path):
     (repo / "src" / "scratchformer" / "new_module.py").write_text("")
     assert build.fingerprint(repo) != after_edit
     (repo / "requirements.txt").write_text("numpy\n")
-    assert build.fingerprint(repo) not in (before, after_edit)
+    last = build.fingerprint(repo)
+    assert last not in (before, after_edit)
+
+    # Another seed or a forced BLAS kernel prints another book: the cache must not serve it.
+    quiet = {name: value for name, value in build.os.environ.items()
+             if name not in build.OUTCOME_VARIABLES}
+    assert build.fingerprint(repo, quiet) == build.fingerprint(repo, quiet | {"PATH": "/x"})
+    seeded = build.fingerprint(repo, quiet | {"SCRATCHFORMER_SEED": "3"})
+    kernel = build.fingerprint(repo, quiet | {"OPENBLAS_CORETYPE": "Haswell"})
+    assert len({build.fingerprint(repo, quiet), seeded, kernel}) == 3
+
+
+def test_the_build_fingerprints_the_variables_its_runs_are_keyed_on():
+    from scratchformer.book import runs
+
+    assert set(load_build_module().OUTCOME_VARIABLES) == {runs.SEED_VARIABLE,
+                                                          *runs._BLAS_VARIABLES}
 
 
 @pytest.mark.build

@@ -60,9 +60,20 @@ ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                                       "MKL_NUM_THREADS")}
 
 
-def fingerprint(root: Path = ROOT) -> str:
-    """SHA-256 over the paths and bytes of every file the executed chapters depend on."""
+#: Environment variables that change what the chapters print without changing a file: the
+#: training chapters' seed, and those that force a BLAS kernel (``scratchformer.book.runs``
+#: keys its stored runs on the same ones). A build under another value is another book.
+OUTCOME_VARIABLES = ("SCRATCHFORMER_SEED", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_CBWR",
+                     "MKL_ENABLE_INSTRUCTIONS")
+
+
+def fingerprint(root: Path = ROOT, environ: dict | None = None) -> str:
+    """SHA-256 over the paths and bytes of every file the executed chapters depend on, and
+    over the values of :data:`OUTCOME_VARIABLES` in ``environ`` (``os.environ`` by default)."""
     digest = hashlib.sha256()
+    environ = os.environ if environ is None else environ
+    for name in OUTCOME_VARIABLES:
+        digest.update(f"{name}={environ.get(name, '')}".encode() + b"\0")
     for entry in INPUTS:
         path = root / entry
         files = sorted(path.rglob("*")) if path.is_dir() else [path]
