@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: ``book_seed`` chooses.
 SEEDED_CHAPTERS = ("book/training.md", "book/trained_attention.md", "book/post_ln_pre_ln.md",
                    "book/translation.md", "book/decoding.md", "book/decoder_only.md",
-                   "book/rotary.md", "book/language_modelling.md", "book/sampling.md")
+                   "book/rotary_adder.md", "book/language_modelling.md", "book/sampling.md")
 
 # Run in the kernel before the chapter: every assert becomes _sweep_record(...), which
 # appends one JSON line to $SWEEP_RECORD and never raises.
