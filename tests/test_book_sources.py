@@ -146,7 +146,7 @@ def test_every_training_run_shows_its_model_and_settings():
     trains = {name for name, text in chapters.items()
               if any(TRAINS.search(line) for _, line in code_cell_lines(text))}
     # the check sees the chapters that train (a pattern gone stale would see none)
-    assert {"training.md", "trained_attention.md", "post_ln_pre_ln.md", "translation.md",
+    assert {"training.md", "trained_attention.md", "warmup.md", "translation.md",
             "decoding.md", "decoder_only.md", "rotary_adder.md", "language_modelling.md"} <= trains
     assert runs_without_settings(chapters) == [], (
         "these chapters train a model without showing its settings: add a cell "

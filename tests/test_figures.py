@@ -35,7 +35,7 @@ from pages import (
 )
 
 pytestmark = pytest.mark.browser
-# A chapter with three figures, two of them drawn 6.7 in wide (two panels each)
+# A chapter with two figures, both drawn 6.7 in wide (two panels each)
 CHAPTER = "book/post_ln_pre_ln.html"
 
 

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The chapters whose claims rest on trained runs (or on random initialisations) that
 #: ``book_seed`` chooses.
 SEEDED_CHAPTERS = ("book/training.md", "book/trained_attention.md", "book/post_ln_pre_ln.md",
+                   "book/warmup.md",
                    "book/translation.md", "book/decoding.md", "book/decoder_only.md",
                    "book/rotary_adder.md", "book/language_modelling.md", "book/sampling.md")
 

@@ -2,7 +2,8 @@
 
 They act on any :class:`scratchformer.module.Layer` through its ``named_parameters()`` and the
 ``grads`` its ``backward`` filled. The book's chapters "Training a Transformer in NumPy"
-(``book/training.md``) and "Post-LN versus pre-LN" (``book/post_ln_pre_ln.md``) use them.
+(``book/training.md``) and "Warm-up: training post-LN and pre-LN" (``book/warmup.md``) use
+them.
 """
 
 from __future__ import annotations

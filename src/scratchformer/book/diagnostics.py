@@ -4,8 +4,9 @@ scale of the residual stream.
 The book's chapter "Post-LN versus pre-LN" (``book/post_ln_pre_ln.md``) uses
 them to reproduce the analysis of Xiong et al. (2020): how large the gradients
 of each block's weights are at initialisation, depending on the depth of the
-model and on where its layer norms sit. (Lines stay within 79 characters: the
-chapter shows this code.)
+model and on where its layer norms sit; the chapter "Warm-up: training post-LN
+and pre-LN" (``book/warmup.md``) looks inside the models it trains with them.
+(Lines stay within 79 characters: the chapter shows this code.)
 """
 
 from __future__ import annotations
