@@ -343,7 +343,11 @@ def build_single_page() -> None:
                  "first (`make pdf` does), so that the PDF reuses its executed chapters")
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     command = [str(jupyter_book), "build", str(ROOT), "--path-output", str(WORK),
-               "--builder", "singlehtml", "-W", "-n", "--keep-going"]
+               "--builder", "singlehtml", "-W", "-n", "--keep-going",
+               # A fresh environment: after a chapter was split in two, the incremental
+               # build's old environment still held the moved labels and reported each twice.
+               # Reading every page from the execution cache takes about half a minute.
+               "--all"]
     env = dict(os.environ)  # as tools/build_book.py runs it, should a kernel ever start
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
     env["SCRATCHFORMER_RUNS"] = str(build_book.RUNS)
