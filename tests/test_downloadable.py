@@ -424,6 +424,24 @@ def test_the_rewriting_of_a_cell_without_the_build():
     assert converter.convert("a\n{glue:text}`ratio:.0f`. Then\n1. item") == "a\n3\\. Then\n1. item"
 
 
+def test_a_directive_or_role_the_writer_does_not_know_stops_it_with_its_name():
+    """A new kind of markup in a chapter must be taught to the writer, not passed to the
+    reader as typed or stripped of its meaning."""
+    from tools import downloadable
+
+    converter = downloadable.Converter(None, "book/x", {})
+    with pytest.raises(ValueError, match=r"book/x: the directive \{margin\}"):
+        converter.convert("```{margin}\nAn aside.\n```\n")
+    with pytest.raises(ValueError, match=r"book/x: the role \{term2\}"):
+        converter.convert("A {term2}`word` here.\n")
+    # Every directive and role the chapters use today is known, and each known directive
+    # is written without falling through.
+    for name in downloadable.DIRECTIVES:
+        if name not in ("include", "literalinclude", "math", "glue:figure", "figure", "image"):
+            converter.convert(f"```{{{name}}}\nBody.\n```\n")
+    assert converter.convert("{kbd}`Ctrl` {cite:p}`x`") == "Ctrl x"
+
+
 def test_an_included_part_of_a_file_reads_as_the_page_shows_it():
     """ch. 9 shows the Layer contract by MyST's ``include`` of the module's docstring: the
     notebook has the same list, its literals as code, and no directive."""

@@ -65,6 +65,16 @@ PROOF_TYPES = ("theorem", "lemma", "proof", "corollary", "proposition", "definit
                "observation", "property", "assumption")
 ADMONITIONS = ("note", "warning", "tip", "important", "hint", "caution", "attention", "danger",
                "error", "seealso", "admonition", "dropdown")
+# What this writer knows how to say in plain Markdown. Anything else stops the build with its
+# name (an unknown directive or role would otherwise reach the reader as typed, or lose its
+# meaning without a word): a new one in a chapter is taught here, with a test.
+ROLES = ("glue", "glue:any", "glue:text", "glue:md", "math", "sub", "sup", "abbr", "term", "kbd",
+         "command", "file", "samp", "dfn", "eq", "prf:ref", "numref", "ref", "doc")
+ROLE_PREFIXES = ("cite", "py:")
+DIRECTIVES = ("math", "exercise", "solution-start", "solution", "solution-end",
+              "literalinclude", "include", "figure", "image", "glue:figure", "code-cell",
+              "code-block", "code", "sourcecode", "tableofcontents", "bibliography", "eval-rst",
+              "raw", "only", *ADMONITIONS, *(f"prf:{kind}" for kind in PROOF_TYPES))
 
 
 def load_environment(path: Path = ENVIRONMENT):
@@ -274,6 +284,9 @@ class Converter:
             return text or escape(target)
 
     def _role(self, name: str, content: str, text: str | None, target: str) -> str:
+        if name not in ROLES and not name.startswith(ROLE_PREFIXES):
+            raise ValueError(f"{self.docname}: the role {{{name}}} is not one the notebook "
+                             "writer knows (tools/downloadable.py's ROLES)")
         targets = self.targets
         if name in ("glue", "glue:any", "glue:text", "glue:md"):
             return self.glued(name, content)
@@ -453,6 +466,9 @@ class Converter:
                 value = str(yaml.safe_load(value))
             options[option["key"]] = value
             body = body[1:]
+        if name not in DIRECTIVES:
+            raise ValueError(f"{self.docname}: the directive {{{name}}} is not one the notebook "
+                             "writer knows (tools/downloadable.py's DIRECTIVES)")
         label = options.get("label") or options.get("name")
         kind = name.removeprefix("prf:")
         if name == "math":
@@ -512,7 +528,7 @@ class Converter:
             return self.table_of_contents()
         if name in ("bibliography", "eval-rst", "raw", "only"):
             return f"(This part is shown on the [online page]({self.online()}).)"
-        return self.blocks(body)
+        raise AssertionError(f"{name}: in DIRECTIVES but not written")  # pragma: no cover
 
     def lead(self, lead: str, content: str) -> str:
         """A bold lead in front of a body: on its first line when that is prose."""
