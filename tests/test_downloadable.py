@@ -21,6 +21,8 @@ import yaml
 from bs4 import BeautifulSoup
 from tools import notebooks
 
+from conftest import blas_share
+
 pytestmark = pytest.mark.site  # reads the built book in _build/html
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -380,6 +382,11 @@ def test_a_downloaded_notebook_runs_in_a_fresh_jupyter(page, readers, build_runs
                  "SCRATCHFORMER_SEED", "JUPYTER_PATH"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SCRATCHFORMER_RUNS", str(build_runs))
+    # The kernel's matrix library and PyTorch get this worker's share of the cores, as every
+    # test process does (conftest.py): with BLAS on both cores while the other worker also
+    # computes, the real model's chapter took 159 s against 21 s on one thread.
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.setenv(name, str(blas_share()))
     # Where the first cell installs the texts (npm), in place of ~/.cache/scratchformer/text.
     monkeypatch.setenv("SCRATCHFORMER_TEXTS", str(reader.folder / "texts"))
     monkeypatch.setenv("JUPYTER_PATH", str(reader.jupyter / "share" / "jupyter"))
