@@ -89,7 +89,8 @@ def pytest_terminal_summary(terminalreporter):
         end = max(stop for _, stop, _ in spans) - begin
         largest = sorted(by_file.items(), key=lambda item: -item[1])[:5]
         files = ", ".join(f"{Path(name).name} {seconds:.0f} s" for name, seconds in largest)
-        terminalreporter.write_line(f"{worker}: {len(spans) // 3} tests, {busy:.0f} s in "
+        tests = len({nodeid for _, _, nodeid in spans})
+        terminalreporter.write_line(f"{worker}: {tests} tests, {busy:.0f} s in "
                                     f"tests, its last ended {end:.0f} s in; {files}")
 
 

@@ -23,6 +23,7 @@ assertion, in how many seeds it holds and the range of what it compares.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import multiprocessing
 import os
 from pathlib import Path
@@ -44,10 +45,15 @@ TEST_NAME = "test_the_chapter_s_claims_hold_for_the_seed"
 def built_by_the_book(seed: int) -> bool:
     """Whether the last build executed the chapters with this seed, these sources and this
     environment's BLAS kernel, and every claim held (it records the fingerprint only then)."""
+    return seed == 0 and _the_build_is_of_these_sources()
+
+
+@functools.cache  # once a session: the fingerprint hashes every file of the package
+def _the_build_is_of_these_sources() -> bool:
     from tools import build_book
 
     recorded = build_book.FINGERPRINT
-    return (seed == 0 and "SCRATCHFORMER_SEED" not in os.environ and recorded.exists()
+    return ("SCRATCHFORMER_SEED" not in os.environ and recorded.exists()
             and recorded.read_text().strip() == build_book.fingerprint())
 
 

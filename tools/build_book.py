@@ -63,6 +63,8 @@ ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
 #: Environment variables that change what the chapters print without changing a file: the
 #: training chapters' seed, and those that force a BLAS kernel (``scratchformer.book.runs``
 #: keys its stored runs on the same ones). A build under another value is another book.
+#: Written out rather than imported, since importing the package's ``book`` takes matplotlib
+#: (0.6 s) into every build; tests/test_build.py requires the two lists to agree.
 OUTCOME_VARIABLES = ("SCRATCHFORMER_SEED", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_CBWR",
                      "MKL_ENABLE_INSTRUCTIONS")
 
