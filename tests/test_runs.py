@@ -94,3 +94,53 @@ def test_train_once_trains_on_one_blas_thread(tmp_path, monkeypatch, stored):
     runs.train_once(small_model(), TASK, CONFIG)
     assert seen == [1]
     assert _threads.blas_thread_count() == before  # restored
+
+
+# Trains a few steps of a small model of each kind the book trains and prints a digest of the
+# trained parameters and the loss history.
+TRAIN_AND_DIGEST = """
+import hashlib, sys
+import numpy as np
+from scratchformer import train as tr
+
+config = tr.TrainConfig(max_steps=6, warmup_steps=2, eval_every=6, n_valid=8, n_test=8,
+                        batch_size=4, target_accuracy=None)
+small = dict(d_model=16, n_heads=2, d_ff=16, n_layers=1)
+name = sys.argv[1]
+if name == "text":
+    task = tr.make_task("text", context=32)
+    model = tr.text_model(task, **small)
+elif name == "add":
+    task = tr.make_task("add")
+    model = tr.adder_model(task, **small)
+else:
+    task = tr.make_task(name)
+    model = tr.book_model(task, **small)
+result = tr.train(model, task, config)
+digest = hashlib.sha256(np.asarray(result.history["loss"]).tobytes())
+for _, owner, key in result.model.named_parameters():
+    digest.update(owner.params[key].tobytes())
+print(digest.hexdigest())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["reverse", "add", "translate", "text"])
+def test_a_run_is_the_same_in_another_process(task):
+    """What lets a build's stored run stand for the run another process would train (the
+    scratch build of tests/test_build.py starts from the build's runs): two processes with
+    different hash seeds (the order of a set of strings, a vocabulary's, changes with it)
+    train the same small model of each kind of the book's bit for bit alike."""
+    import subprocess
+    import sys
+
+    from conftest import training_environment
+
+    digests = set()
+    for hash_seed in ("1", "2"):
+        env = training_environment() | {"PYTHONHASHSEED": hash_seed}
+        run = subprocess.run([sys.executable, "-c", TRAIN_AND_DIGEST, task], env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+        digests.add(run.stdout.strip())
+    assert len(digests) == 1, f"{task}: two processes trained two different runs"
