@@ -82,6 +82,22 @@ def wait_for_mathjax(page):
         " window.__typeset)", timeout=60_000)
 
 
+def wait_for_drawn_math(page):
+    """Wait until MathJax has drawn every formula of the page, not for the speech it then
+    writes for screen readers (:func:`wait_for_mathjax` waits for that too).
+
+    What a phone's visit checks (overflow, figures, tables, formulas seen whole) is laid out
+    once the formulas are drawn, which came 2 to 6 s before the speech on the longest pages
+    (book/api.html: drawn after 1.4 s, speech written after 7.5 s, on a quiet 2-core
+    machine); the speech, and anything a script throws while it is written, is waited for
+    in the desktop visits of the same page."""
+    if not page.evaluate("() => !!window.MathJax"):
+        return
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.math')].every("
+        "element => element.querySelector('mjx-container'))", timeout=60_000)
+
+
 # -- Loading: the network, scripts, the reader's colour scheme, images, typeset math, overflow
 
 def load_faults(page, problems, scheme) -> list[str]:
