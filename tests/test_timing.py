@@ -71,3 +71,20 @@ def test_interleaved_times_keeps_every_round_and_the_medians_are_theirs():
     state["round"] = 0
     medians = interleaved_medians({"f": slower_each_round}, repeats=3, warmup=1)
     assert 0.03 <= medians["f"] < statistics.median([0.02, 0.03, 0.04]) + 0.05
+
+
+def test_the_largest_cache_is_read_from_the_system_s_description(tmp_path):
+    from scratchformer.book.timing import largest_cache_bytes
+
+    for index, size in enumerate(["32K", "1024K", "32768K", "junk"]):
+        (tmp_path / f"index{index}").mkdir()
+        (tmp_path / f"index{index}" / "size").write_text(size + "\n")
+    assert largest_cache_bytes(tmp_path) == 32 * 2**20
+    (tmp_path / "index4").mkdir()
+    (tmp_path / "index4" / "size").write_text("2M\n")
+    assert largest_cache_bytes(tmp_path) == 32 * 2**20
+    assert largest_cache_bytes(tmp_path / "absent") is None
+    empty = tmp_path / "empty" / "index0"
+    empty.mkdir(parents=True)
+    (empty / "size").write_text("\n")
+    assert largest_cache_bytes(tmp_path / "empty") is None

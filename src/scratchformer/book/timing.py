@@ -12,8 +12,9 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
 
-__all__ = ["interleaved_medians", "interleaved_times", "peak_allocated"]
+__all__ = ["interleaved_medians", "interleaved_times", "largest_cache_bytes", "peak_allocated"]
 
 
 def interleaved_times(candidates: dict[str, Callable[[], object]], *, repeats: int = 5,
@@ -94,3 +95,25 @@ def peak_allocated(run: Callable[[], object]) -> tuple[int, object]:
         if not already:
             tracemalloc.stop()
     return peak - before, result
+
+
+# Where Linux describes the caches of the first processor: one index* folder per cache, its
+# size written as, for example, "32K" or "32768K".
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def largest_cache_bytes(caches: Path = CPU_CACHES) -> int | None:
+    """The size in bytes of the largest cache the operating system reports for the first
+    processor (on Linux, ``/sys/devices/system/cpu/cpu0/cache``), or ``None`` when it reports
+    none that can be read (another system, or no such files)."""
+    sizes = []
+    for entry in sorted(Path(caches).glob("index*/size")):
+        try:
+            text = entry.read_text().strip()
+        except OSError:
+            continue
+        number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "")
+        if number.isdigit():
+            sizes.append(int(number) * _UNITS.get(unit, 1))
+    return max(sizes) if sizes else None
