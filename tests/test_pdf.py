@@ -110,10 +110,9 @@ def report() -> dict:
 
 
 def pdf_text() -> str:
-    require_pdf()
-    from pypdf import PdfReader
-
-    return "\n".join(page.extract_text() for page in PdfReader(PDF).pages)
+    """The whole PDF's text, as pypdf extracts it page by page (once per worker, with the
+    body texts the other checks read: ``build_pdf.page_texts``)."""
+    return "\n".join(whole for whole, _ in build_pdf.page_texts(pdf_reader()))
 
 
 @pytest.fixture(scope="module")
@@ -212,15 +211,24 @@ def test_the_pdf_holds_the_bibliography(squashed):
 @pytest.mark.site
 def test_the_pdf_holds_every_figure():
     require_pdf()
-    from pypdf import PdfReader
-
     shown = set()
     for file in toc_files():
         page = (SITE / f"{file}.html").read_text(encoding="utf-8")
         shown |= set(re.findall(r'<img[^>]+src="[./]*_images/([^"]+\.png)"', page))
     assert len(shown) >= 10
-    images = sum(len(page.images) for page in PdfReader(PDF).pages)
+    images = sum(build_pdf.image_count(page) for page in pdf_reader().pages)
     assert images >= len(shown), f"{images} images in the PDF, {len(shown)} figures on the site"
+
+
+@pytest.mark.site
+def test_the_image_count_is_pypdf_s_on_the_pages_with_figures_and_some_without():
+    reader = pdf_reader()
+    counts = [build_pdf.image_count(page) for page in reader.pages]
+    with_images = [i for i, n in enumerate(counts) if n]
+    assert len(with_images) >= 10
+    without = [i for i, n in enumerate(counts) if not n][::40]
+    for i in with_images + without:  # pypdf's own count, slow on every page
+        assert counts[i] == len(reader.pages[i].images), f"page {i + 1}"
 
 
 @pytest.mark.site
@@ -387,7 +395,7 @@ def test_the_contents_give_the_page_where_each_part_and_chapter_begins():
     assert [e["page"] for e in contents] == sorted(e["page"] for e in contents)
     # And they are printed: each entry's title, then its number, on the contents' pages.
     first_page = contents[0]["page"]  # the introduction's, after the contents
-    printed = squash(" ".join(build_pdf.body_text(reader.pages[i]) for i in range(1, first_page)))
+    printed = squash(" ".join(build_pdf.body_texts(reader)[1:first_page]))
     missing = [f"{e['title']} {e['page']}" for e in contents
                if squash(e["title"]) + str(e["page"]) not in printed]
     assert missing == [], f"entries not printed with their page in the contents: {missing}"
