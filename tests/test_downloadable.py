@@ -235,12 +235,12 @@ def test_the_references_of_one_chapter_resolve_as_its_page_shows_them():
     folder = site_book_folder()
     assert f"[(2.1)]({folder}scaled_dot_product_attention.html#equation-eq-attention)" in text
     shown = page.select_one("#equation-eq-softmax-jacobian .eqno").get_text("").strip("#")
-    assert shown == "(3.1)" and "\\tag{3.1}" in text
+    assert shown == "(4.1)" and "\\tag{4.1}" in text
     # A theorem with its number and title, and a reference to it.
     title = page.select_one("#thm-dot-variance .admonition-title").get_text(" ")
-    assert " ".join(title.split()).startswith("Theorem 3.1 (Dot products grow")
-    assert "**Theorem 3.1 (Dot products grow with the square root of the width).**" in text
-    assert f"[Theorem 3.2]({folder}scaling.html#thm-softmax-jacobian)" in text
+    assert " ".join(title.split()).startswith("Theorem 4.1 (Dot products grow")
+    assert "**Theorem 4.1 (Dot products grow with the square root of the width).**" in text
+    assert f"[Theorem 4.2]({folder}scaling.html#thm-softmax-jacobian)" in text
     # A citation, author and year as printed, in its brackets.
     citation = page.select_one("span.bibtex-citation").get_text("")
     assert citation == "[Vaswani et al., 2017]"
@@ -259,7 +259,7 @@ def test_the_figures_keep_their_captions():
     caption = plain(page_html("book/scaling").select_one("#fig-dot-variance figcaption")
                     .get_text("")).removesuffix("#")  # the caption's permalink
     assert cells[figure + 1].cell_type == "markdown"
-    assert plain(cells[figure + 1].source) == caption.replace("Fig. 3.1 ", "Fig. 3.1. ", 1)
+    assert plain(cells[figure + 1].source) == caption.replace("Fig. 4.1 ", "Fig. 4.1. ", 1)
 
 
 def test_stale_notebooks_of_removed_pages_are_left_alone():

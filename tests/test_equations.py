@@ -12,9 +12,10 @@ The tests here show that the measurement finds the formulas, that each check can
 the visit turned to print measures what a page opened for print does.
 
 MathJax 4 (``book/_ext/offline_mathjax.py``) breaks a display equation wider than the column over
-lines; with MathJax 3, 72 of the book's 149 display equations scrolled at 375 px (eq. 4.1 showed
-"V =" and a shadow). The chapters with the widest equations must now show every one whole on a
-phone, every glyph inside the column, also after a window narrowed to a phone's width.
+lines; with MathJax 3, 72 of the book's 149 display equations scrolled at 375 px (the first of
+self-attention showed "V =" and a shadow). The chapters with the widest equations must now show
+every one whole on a phone, every glyph inside the column, also after a window narrowed to a
+phone's width.
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ def test_a_window_narrowed_to_a_phone_breaks_its_equations_again(browser, site_u
 
 
 def test_equation_numbers_and_speech_survive_the_breaks(browser, site_url):
-    """Eq. 4.1 (self-attention) at 375 px: its number shown, its last symbol inside the column
+    """Eq. 5.1 (self-attention) at 375 px: its number shown, its last symbol inside the column
     (it was cut after "V =" with MathJax 3), its words for a screen reader whole; every
     numbered equation of the chapter keeps its number."""
     page, _ = visit(browser, site_url, "book/self_attention.html", {"width": 375, "height": 800})
@@ -197,7 +198,7 @@ def test_equation_numbers_and_speech_survive_the_breaks(browser, site_url):
     finally:
         page.context.close()
     assert numbers and all(shown and typeset for _, shown, typeset in numbers), numbers
-    assert numbers[0][0].startswith("(4.1)"), numbers
+    assert numbers[0][0].startswith("(5.1)"), numbers
     assert first["n"] > 20 and first["beyond"] <= 1, first
     assert speech and "SelfAttention of X equals softmax" in speech, speech
     assert "X W sub V period" in speech, speech
