@@ -30,6 +30,7 @@ from pages import (
     print_faults,
     printed,
     visit,
+    wait_for_drawn_math,
     wait_for_equations,
     wait_for_mathjax,
 )
@@ -44,7 +45,7 @@ def formulas(browser, site_url, path, width, media="screen"):
     try:
         if media == "print":
             page.emulate_media(media="print")
-        wait_for_mathjax(page)
+        wait_for_drawn_math(page)  # a layout: drawn is enough (pages.wait_for_drawn_math)
         return measure_formulas(page)
     finally:
         page.context.close()
@@ -152,7 +153,8 @@ def phone_faults(browser, site_url, path, size, narrowed_to=None):
     the page's problems."""
     page, problems = visit(browser, site_url, path, size)
     try:
-        wait_for_mathjax(page)
+        # narrowing needs equation-breaks.js, which starts once MathJax is wholly done
+        (wait_for_mathjax if narrowed_to else wait_for_drawn_math)(page)
         if narrowed_to:
             page.set_viewport_size(narrowed_to)
             wait_for_equations(page)
