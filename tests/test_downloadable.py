@@ -142,7 +142,7 @@ def test_the_chapters_that_compare_with_pytorch_or_read_texts_are_told_apart():
     # a chapter that reads the texts only through the task built from them needs them too
     assert "book/sampling" in with_texts
     with_model = [page for page in CHAPTERS if needs(page)[2]]
-    assert with_model == ["book/real_model"]
+    assert with_model == ["book/real_model", "book/llama_options"]
 
 
 def html_text(page: str) -> str:
