@@ -123,6 +123,26 @@ def test_the_build_fingerprints_the_variables_its_runs_are_keyed_on():
                                                           *runs._BLAS_VARIABLES}
 
 
+def test_a_label_moved_to_another_page_or_a_new_page_starts_sphinx_afresh(tmp_path):
+    """build_book passes --all (a fresh Sphinx environment) when label_map changes."""
+    label_map = load_build_module().label_map
+    (tmp_path / "book").mkdir()
+    (tmp_path / "_toc.yml").write_text("root: book/a\n")
+    (tmp_path / "book" / "a.md").write_text("(sec-a)=\n# A\n```{exercise}\n:label: ex-a\n```\n")
+    (tmp_path / "book" / "b.md").write_text("# B\n")
+    before = label_map(tmp_path)
+    assert "a.md: ex-a sec-a" in before
+    (tmp_path / "book" / "a.md").write_text("(sec-a)=\n# A, edited\n```{exercise}\n"
+                                            ":label: ex-a\n```\n")
+    assert label_map(tmp_path) == before  # prose edited: the environment is kept
+    (tmp_path / "book" / "a.md").write_text("(sec-a)=\n# A\n")
+    (tmp_path / "book" / "b.md").write_text("# B\n```{exercise}\n:label: ex-a\n```\n")
+    moved = label_map(tmp_path)
+    assert moved != before and "b.md: ex-a" in moved
+    (tmp_path / "_toc.yml").write_text("root: book/b\n")
+    assert label_map(tmp_path) != moved
+
+
 @pytest.mark.build
 def test_breaking_the_package_fails_the_next_build(tmp_path):
     repo = tmp_path / "repo"

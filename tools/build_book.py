@@ -25,6 +25,7 @@ import concurrent.futures
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
 FINGERPRINT = BUILD / ".inputs-fingerprint"
+LABELS = BUILD / ".labels"  # label_map() of the last build that succeeded
 RUNS = BUILD / ".runs"  # training runs shared by the chapters (scratchformer.book.runs)
 INPUTS = ("src", "requirements.txt", "pyproject.toml", "book/_ext", "tools/build_book.py")
 # Figures as pixel-doubled PNGs ("retina"): crisp on high-DPI screens, shown at their 1x size
@@ -85,6 +87,25 @@ def fingerprint(root: Path = ROOT, environ: dict | None = None) -> str:
             digest.update(str(file.relative_to(root)).encode() + b"\0")
             digest.update(file.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+# A label of MyST (``(name)=``) or of a directive (``:label: name``), at the start of a line.
+_LABEL = re.compile(r"^(?:\((?P<target>[^)\s]+)\)=|\s*:label:\s*(?P<name>\S+))\s*$", re.M)
+
+
+def label_map(root: Path = ROOT) -> str:
+    """The table of contents and, for each page of ``book/``, the labels it defines.
+
+    When this changes (a chapter split, a section moved to another page), the Sphinx build
+    starts from a fresh environment (``--all``): read again, a page that lost an exercise's
+    label leaves it in sphinx-exercise's registry, and the page that gained it is reported
+    as defining it a second time (splitting ``real_model.md`` in a checkout built before
+    failed with two duplicate labels; a fresh clone never saw it)."""
+    lines = [(root / "_toc.yml").read_text()]
+    for page in sorted((root / "book").glob("*.md")):
+        found = sorted(m["target"] or m["name"] for m in _LABEL.finditer(page.read_text()))
+        lines.append(f"{page.name}: {' '.join(found)}")
+    return "\n".join(lines) + "\n"
 
 
 def chapters(root: Path = ROOT) -> list[Path]:
@@ -264,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(CACHE, ignore_errors=True)
         shutil.rmtree(RUNS, ignore_errors=True)
         command.append("--all")
+    elif not LABELS.exists() or LABELS.read_text() != label_map():
+        print("build_book: the table of contents or the pages' labels changed since the last "
+              "build: Sphinx starts from a fresh environment", flush=True)
+        command.append("--all")
 
     env = dict(os.environ)
     # The chapters import the package from this checkout, whichever copy of it is installed.
@@ -295,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rewrite_downloadable_notebooks(BUILD / "html" / "_sources", read=executed_notebook)
     FINGERPRINT.write_text(current + "\n")
+    LABELS.write_text(label_map())
     return 0
 
 
