@@ -72,11 +72,12 @@ def test_each_chapter_gets_exactly_its_environment(tmp_path):
 def test_each_held_chapter_reads_a_run_its_trainer_trains():
     """build_book.AFTER holds a chapter back until the chapter that trains a run it reads is
     done. Each pair must be chapters of the parallel pass that train through the same recipe
-    of ``scratchformer.train`` (``tr.<NAME>_TRAINING``), or the entry is stale."""
+    of ``scratchformer.train`` (``tr.<NAME>_TRAINING``, or ``tr.TRANSLATION_CONFIG``), or the
+    entry is stale."""
     build_book = load_build_module()
     pooled = {str(path.relative_to(ROOT)) for path in build_book.chapters()}
     pooled -= set(build_book.ALONE)
-    recipe = re.compile(r"\btr\.([A-Z_]+_TRAINING)\b")
+    recipe = re.compile(r"\btr\.([A-Z_]+_(?:TRAINING|CONFIG))\b")
     assert build_book.AFTER
     for held, trainer in build_book.AFTER.items():
         assert {held, trainer} <= pooled, (held, trainer)

@@ -306,9 +306,9 @@ def test_the_phone_drawer_opens_at_the_current_chapter(browser, site_url):
 
 
 def test_the_table_check_finds_wide_tables_and_catches_a_cut_one(browser, site_url):
-    """On a phone the translation chapter's wide tables pass; the same tables fail once their
-    box hides what overflows, or once the fade is gone."""
-    page, _ = visit(browser, site_url, "book/translation.html", "phone")
+    """On a phone the trained translator's chapter's wide tables pass; the same tables fail once
+    their box hides what overflows, or once the fade is gone."""
+    page, _ = visit(browser, site_url, "book/trained_translator.html", "phone")
     try:
         wide = [t for t in page.evaluate(TABLES) if t["over"] > 1]
         passed = table_faults(page)

@@ -57,6 +57,7 @@ ALONE = ("book/appendix_speed.md", "book/kv_cache.md", "book/decoding.md")
 #: waited for language modelling's run about 58 s of its 62).
 AFTER = {"book/sampling.md": "book/language_modelling.md",
          "book/rotary_adder.md": "book/decoder_only.md",
+         "book/trained_translator.md": "book/translation.md",
          "book/trained_attention.md": "book/training.md"}
 ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                                       "MKL_NUM_THREADS")}
