@@ -147,8 +147,8 @@ def test_every_training_run_shows_its_model_and_settings():
               if any(TRAINS.search(line) for _, line in code_cell_lines(text))}
     # the check sees the chapters that train (a pattern gone stale would see none)
     assert {"training.md", "trained_attention.md", "warmup.md", "translation.md",
-            "trained_translator.md", "decoding.md", "decoder_only.md", "rotary_adder.md",
-            "language_modelling.md"} <= trains
+            "trained_translator.md", "decoding.md", "decoding_translator.md", "decoder_only.md",
+            "rotary_adder.md", "language_modelling.md"} <= trains
     assert runs_without_settings(chapters) == [], (
         "these chapters train a model without showing its settings: add a cell "
         "Markdown(sfb.run_settings(model, config, task=task)) after the training cell")

@@ -58,6 +58,7 @@ ALONE = ("book/appendix_speed.md", "book/kv_cache.md", "book/decoding.md")
 AFTER = {"book/sampling.md": "book/language_modelling.md",
          "book/rotary_adder.md": "book/decoder_only.md",
          "book/trained_translator.md": "book/translation.md",
+         "book/decoding_translator.md": "book/translation.md",
          "book/trained_attention.md": "book/training.md"}
 ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                                       "MKL_NUM_THREADS")}
