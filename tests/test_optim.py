@@ -87,3 +87,62 @@ def test_clipping_a_diverged_gradient_raises():
     owner.grads[key][0, 0] = np.nan
     with pytest.raises(FloatingPointError, match="diverged"):
         sf.clip_grad_norm(model, 1.0)
+
+
+def per_parameter_adam(params, grads, state, lr, t, betas=(0.9, 0.98), eps=1e-9, decay=0.1):
+    """The update of the equations, one parameter at a time, in the same float operations."""
+    beta1, beta2 = betas
+    step_size = lr / (1.0 - beta1**t)
+    root_correction2 = math.sqrt(1.0 - beta2**t)
+    for name, param in params.items():
+        m, v = state.setdefault(name, (np.zeros_like(param), np.zeros_like(param)))
+        if param.ndim >= 2:
+            param *= 1.0 - lr * decay
+        m *= beta1
+        m += (1.0 - beta1) * grads[name]
+        v *= beta2
+        v += (1.0 - beta2) * np.square(grads[name])
+        param -= m / (np.sqrt(v) / root_correction2 + eps) * step_size
+
+
+def test_one_update_over_all_parameters_is_each_parameter_s_update_bit_for_bit():
+    """Adam updates every parameter of a dtype in one pass over one buffer: the same float
+    operations as the equations applied parameter by parameter, so the same bits, in float32
+    and float64 parameters of one model alike."""
+    model = sf.EncoderModel(vocab_size=6, n_classes=6, d_model=8, n_heads=2, d_ff=12,
+                            n_layers=2, rng=np.random.default_rng(0), dtype=np.float32)
+    model.head.params["b"] = model.head.params["b"].astype(np.float64)  # a second dtype
+    mine = sf.Adam(model, weight_decay=0.1)
+    params = {n: o.params[k].copy() for n, o, k in model.named_parameters()}
+    state, rng = {}, np.random.default_rng(1)
+    for t, lr in enumerate([1e-3, 3e-3, 2e-3], start=1):
+        grads = {}
+        for name, owner, key in model.named_parameters():
+            grads[name] = rng.standard_normal(params[name].shape).astype(params[name].dtype)
+            owner.grads = {**(owner.grads or {}), key: grads[name].copy()}
+        per_parameter_adam(params, grads, state, lr, t)
+        if t == 2:
+            mine.step(lr, listed=sf.gradients(model))  # a listed step is the same step
+        else:
+            mine.step(lr)
+    for name, owner, key in model.named_parameters():
+        assert owner.params[key].dtype == params[name].dtype, name
+        assert np.array_equal(owner.params[key], params[name]), name
+        assert np.array_equal(mine.state[name][0], state[name][0]), name  # m, as its view
+        assert np.array_equal(mine.state[name][1], state[name][1]), name  # v
+
+
+def test_adam_refuses_a_model_whose_parameters_changed():
+    model = model_with_grads()
+    adam = sf.Adam(model)
+    model.head.params["w"] = np.zeros((8, 7))
+    model.head.grads["w"] = np.zeros((8, 7))
+    with pytest.raises(ValueError, match="changed since the optimiser was made"):
+        adam.step(1e-3)
+
+
+def test_a_gradient_of_the_wrong_shape_is_refused_by_name():
+    model = model_with_grads()
+    model.head.grads["w"] = model.head.grads["w"][:, :2]
+    with pytest.raises(RuntimeError, match=r"gradient for head\.w has shape \(8, 2\)"):
+        sf.gradients(model)

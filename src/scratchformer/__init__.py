@@ -48,7 +48,7 @@ from .metrics import chrf, corpus_chrf
 from .model import EncoderModel, cross_entropy
 from .module import Layer
 from .multihead import AttentionHeads, MultiHeadAttention, merge_heads, split_heads
-from .optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
+from .optim import Adam, clip_grad_norm, grad_norm, gradients, warmup_cosine
 from .positional import frequencies, positional_encoding, rotation_matrix
 from .rotary import half_split_permutation, rope, rope_backward, rope_half_split
 from .seq2seq import (
@@ -102,6 +102,7 @@ __all__ = [
     "frequencies",
     "generate",
     "grad_norm",
+    "gradients",
     "gradient_pairs",
     "greedy_decode",
     "half_split_permutation",

@@ -12,40 +12,57 @@ import math
 
 import numpy as np
 
-__all__ = ["Adam", "warmup_cosine", "clip_grad_norm", "grad_norm"]
+__all__ = ["Adam", "warmup_cosine", "clip_grad_norm", "grad_norm", "gradients"]
 
 
-def _gradients(model):
-    """``(name, param, grad)`` for every parameter; raises if a gradient is missing."""
+def gradients(model):
+    """``[(name, param, grad), ...]`` for every parameter of ``model``, in the order of its
+    ``named_parameters()``: what :func:`grad_norm`, :func:`clip_grad_norm` and
+    :meth:`Adam.step` read. A caller that needs two of them in one step (the training loop)
+    lists the gradients once and hands the list to each, instead of walking the model again.
+
+    Raises ``RuntimeError`` if a gradient is missing or its shape is not its parameter's.
+    """
+    found = []
     for name, layer, key in model.named_parameters():
         grads = layer.grads
         if grads is None or key not in grads:
             raise RuntimeError(f"no gradient for {name}: run backward before the optimiser")
-        yield name, layer.params[key], grads[key]
+        param, grad = layer.params[key], grads[key]
+        if grad.shape != param.shape:
+            raise RuntimeError(f"the gradient for {name} has shape {grad.shape}, its "
+                               f"parameter {param.shape}")
+        found.append((name, param, grad))
+    return found
 
 
-def grad_norm(model):
-    """The Euclidean norm of all the model's gradients together, as a float."""
-    return math.sqrt(sum(float(np.vdot(g, g)) for _, _, g in _gradients(model)))
+def grad_norm(model, *, listed=None):
+    """The Euclidean norm of all the model's gradients together, as a float.
+
+    ``listed``: the model's :func:`gradients`, when the caller has them already."""
+    listed = gradients(model) if listed is None else listed
+    return math.sqrt(sum(float(np.vdot(g, g)) for _, _, g in listed))
 
 
-def clip_grad_norm(model, max_norm):
+def clip_grad_norm(model, max_norm, *, listed=None):
     """Scale every gradient by ``min(1, max_norm / norm)``; return the norm before clipping.
 
     The gradient's direction is kept and its length capped. Under plain gradient descent this
     caps the step; under :class:`Adam`, whose step hardly depends on the gradients' scale, it
     limits how much one batch with an unusually large gradient weighs in the running averages.
     Raises ``FloatingPointError`` if the norm is not finite (a diverged model should stop
-    loudly, not train on NaN).
+    loudly, not train on NaN). ``listed``: the model's :func:`gradients`, when the caller has
+    them already.
     """
     if not max_norm > 0:
         raise ValueError(f"max_norm must be positive, got {max_norm}")
-    norm = grad_norm(model)
+    listed = gradients(model) if listed is None else listed
+    norm = grad_norm(model, listed=listed)
     if not math.isfinite(norm):
         raise FloatingPointError(f"the gradient norm is {norm}: the model has diverged")
     if norm > max_norm:
         factor = max_norm / norm  # a Python float keeps float32 gradients float32
-        for _, _, grad in _gradients(model):
+        for _, _, grad in listed:
             grad *= factor
     return norm
 
@@ -126,21 +143,44 @@ class Adam:
         self.model = model
         self.betas, self.eps, self.weight_decay = (beta1, beta2), float(eps), float(weight_decay)
         self.steps = 0
-        self.state = {name: (np.zeros_like(layer.params[key]), np.zeros_like(layer.params[key]))
-                      for name, layer, key in model.named_parameters()}
+        # The moments of every parameter of one dtype live side by side in one buffer, so
+        # that each line of the update runs once over all of them rather than once per
+        # parameter (a small model has about ninety arrays); ``state`` holds each
+        # parameter's own views of the two buffers.
+        self._layout = [(name, layer.params[key].shape, layer.params[key].dtype)
+                        for name, layer, key in model.named_parameters()]
+        self._buffers, self.state = [], {}
+        for dtype in dict.fromkeys(dtype for _, _, dtype in self._layout):
+            members, offset = [], 0
+            for index, (_, shape, of) in enumerate(self._layout):
+                if of == dtype:
+                    size = math.prod(shape)
+                    members.append((index, offset, offset + size))
+                    offset += size
+            m, v = np.zeros(offset, dtype=dtype), np.zeros(offset, dtype=dtype)
+            for index, start, stop in members:
+                name, shape, _ = self._layout[index]
+                self.state[name] = (m[start:stop].reshape(shape), v[start:stop].reshape(shape))
+            self._buffers.append((m, v, members))
 
-    def step(self, lr):
-        """One update of every parameter, with learning rate ``lr``."""
+    def step(self, lr, *, listed=None):
+        """One update of every parameter, with learning rate ``lr``.
+
+        ``listed``: the model's :func:`gradients`, when the caller has them already. Raises
+        ``ValueError`` if the model's parameters are no longer those (names, shapes, dtypes)
+        the optimiser was made for.
+        """
+        listed = gradients(self.model) if listed is None else listed
+        if [(name, param.shape, param.dtype) for name, param, _ in listed] != self._layout:
+            raise ValueError("the model's parameters (names, shapes or dtypes) changed since "
+                             "the optimiser was made: make a new one")
         beta1, beta2 = self.betas
         self.steps += 1
         # Bias corrections (Python floats, so that float32 stays float32).
         step_size = lr / (1.0 - beta1**self.steps)
         root_correction2 = math.sqrt(1.0 - beta2**self.steps)
-        for name, param, grad in _gradients(self.model):
-            m, v = self.state[name]
-            if param.ndim >= 2 and self.weight_decay:
-                # decoupled: not part of the gradient
-                param *= 1.0 - lr * self.weight_decay
+        for m, v, members in self._buffers:  # one per dtype, all its parameters
+            grad = np.concatenate([listed[index][2].reshape(-1) for index, _, _ in members])
             m *= beta1
             m += (1.0 - beta1) * grad  # m: the running mean of g
             v *= beta2
@@ -150,4 +190,9 @@ class Adam:
             denominator += self.eps  # sqrt(v_hat) + eps
             update = np.divide(m, denominator, out=denominator)
             update *= step_size
-            param -= update
+            for index, start, stop in members:
+                param = listed[index][1]
+                if param.ndim >= 2 and self.weight_decay:
+                    # decoupled: not part of the gradient
+                    param *= 1.0 - lr * self.weight_decay
+                param -= update[start:stop].reshape(param.shape)

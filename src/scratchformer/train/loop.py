@@ -25,7 +25,7 @@ from .._threads import cores, parallel_map, shares
 from .._validation import positive_int
 from ..dropout import Dropout, spawn_generator
 from ..module import Layer
-from ..optim import Adam, clip_grad_norm, grad_norm, warmup_cosine
+from ..optim import Adam, clip_grad_norm, grad_norm, gradients, warmup_cosine
 from ..tasks import Split, Task
 
 __all__ = ["TrainConfig", "TrainResult", "seed_streams", "train_step", "train"]
@@ -140,11 +140,12 @@ def train_step(model, optimiser, task, batch, lr, clip_norm=None):
         The gradients' norm before clipping.
     """
     loss = _loss_and_backward(model, task, batch)  # forward, loss, backward
+    listed = gradients(model)  # the model walked once for the norm, clipping and update
     if clip_norm is None:
-        norm = grad_norm(model)
+        norm = grad_norm(model, listed=listed)
     else:
-        norm = clip_grad_norm(model, clip_norm)
-    optimiser.step(lr)
+        norm = clip_grad_norm(model, clip_norm, listed=listed)
+    optimiser.step(lr, listed=listed)
     return loss, norm
 
 
