@@ -88,8 +88,8 @@ def main() -> int:
         module.write_text(module.read_text() + "\n")
         times["rebuild after touching src/"] = timed_build(repo)[0]
     print(f"book build times, {os.cpu_count()} CPU cores (install excluded); the parallel "
-          f"pass executed {in_all:.0f} chapter-seconds, {in_part:.0f} of them the part "
-          f"{PART!r}'s, {workers} at a time (the lines marked ~ are estimated from them)")
+          f"pass executed {in_all:.0f} chapter-seconds, {in_part:.0f} of them in the part "
+          f"{PART!r}, {workers} at a time (the lines marked ~ are estimated from them)")
     missed = 0
     for name, seconds in times.items():
         target = TARGETS[name]
