@@ -180,7 +180,7 @@ class Adam:
         step_size = lr / (1.0 - beta1**self.steps)
         root_correction2 = math.sqrt(1.0 - beta2**self.steps)
         for m, v, members in self._buffers:  # one per dtype, all its parameters
-            grad = np.concatenate([listed[index][2].reshape(-1) for index, _, _ in members])
+            grad = np.concatenate([listed[i][2].reshape(-1) for i, _, _ in members])
             m *= beta1
             m += (1.0 - beta1) * grad  # m: the running mean of g
             v *= beta2
