@@ -140,7 +140,7 @@ def train_step(model, optimiser, task, batch, lr, clip_norm=None):
         The gradients' norm before clipping.
     """
     loss = _loss_and_backward(model, task, batch)  # forward, loss, backward
-    listed = gradients(model)  # the model walked once for the norm, clipping and update
+    listed = gradients(model)  # walked once: for the norm, clipping and update
     if clip_norm is None:
         norm = grad_norm(model, listed=listed)
     else:
