@@ -216,6 +216,14 @@ def test_breaking_the_package_fails_the_next_build(tmp_path):
     assert broken.returncode != 0, "a broken package built a book from stale outputs"
     assert "AssertionError" in log  # a claim of the chapter caught the bug
     # It failed fast: in the parallel pass, with the chapter's traceback, and Sphinx never ran
-    # (it would have executed the failed chapter again).
+    # (it would have executed the failed chapter again). The chapters still running were
+    # stopped: none finished after the failure.
     assert "build_book: the build stops:" in log
     assert "Executing notebook" not in log and "Running Sphinx" not in log
+    failed = re.search(r"build_book: (book/\w+\.md) failed after", broken.stdout)
+    assert failed and "build_book: executed" not in broken.stdout[failed.end():]
+    # The next build starts with the chapter that failed, so it says at once that the bug is
+    # still there: that chapter fails before any other finishes.
+    again = build()
+    assert again.returncode != 0
+    assert re.findall(r"build_book: (?:executed )?(book/\w+\.md)", again.stdout)[0] == failed[1]

@@ -11,9 +11,10 @@ a time (the machine has two cores; each kernel's BLAS gets one thread), and stor
 the way MyST-NB stores them. The chapters whose text rests on a quiet machine with every core
 (``ALONE``) are left out of that pass: the Sphinx build executes them, one after another once the
 pass is over, with BLAS's default threads. A chapter that fails in the pass stops the build
-there: the chapters not yet started are not started, the error is printed, and Sphinx does not
-run (it would execute the chapter again only to print the same error minutes later). A kernel
-that does not start is not the chapter's error: that chapter is left to the Sphinx build.
+there: the chapters still running are stopped, those not yet started are not started, the
+error is printed, and Sphinx does not run (it would execute the chapter again only to print
+the same error minutes later). A kernel that does not start is not the chapter's error: that
+chapter is left to the Sphinx build.
 
 Usage: ``python -m tools.build_book [--serial]`` (``make book`` calls it; ``--serial`` leaves all
 execution to Sphinx, one chapter after another). Exits with the build's status.
@@ -21,14 +22,16 @@ execution to Sphinx, one chapter after another). Exits with the build's status.
 
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
 import json
+import multiprocessing
+import multiprocessing.connection
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,6 +46,7 @@ INPUTS = ("src", "requirements.txt", "pyproject.toml", "book/_ext", "tools/build
 KERNEL_CONFIG = 'c.InlineBackend.figure_formats = {"retina"}\n'
 CACHE = BUILD / ".jupyter_cache"
 TIMES = BUILD / ".execution-seconds.json"  # each chapter's last execution time: longest first
+FAILED = BUILD / ".failed-chapters"  # those whose code failed in the last pass: they go first
 WORKERS = 2
 #: The chapters the Sphinx build executes, alone and with BLAS's default threads, after the
 #: parallel pass: the appendix on speed measures what every core gives, the KV cache's chapter
@@ -130,7 +134,8 @@ def _read_notebook(path: Path):
     return read_myst_markdown_notebook(path.read_text(), config=config, path=path)
 
 
-def _execute(path: str, env: dict) -> tuple[str, str | None, float, str | None, bool]:
+def _execute(path: str, env: dict, sockets: str | None = None
+             ) -> tuple[str, str | None, float, str | None, bool]:
     """Execute one chapter in a fresh kernel (in a worker process): the executed notebook as
     JSON, or None and the traceback, and whether the error is the chapter's own (a cell
     raised) rather than the kernel's.
@@ -139,8 +144,8 @@ def _execute(path: str, env: dict) -> tuple[str, str | None, float, str | None, 
     by two workers cannot then pick the same port (which left one kernel silent until
     nbclient's startup timeout). A kernel that still fails to start is tried once more; if
     that fails too, the chapter is left to the Sphinx build, which runs it again and reports
-    the error."""
-    import tempfile
+    the error. The sockets go in a folder under ``sockets`` (default: the system's temporary
+    folder)."""
     import traceback
 
     import nbformat
@@ -156,9 +161,9 @@ def _execute(path: str, env: dict) -> tuple[str, str | None, float, str | None, 
     failure = None
     for _attempt in range(2):
         notebook = _read_notebook(Path(path))
-        sockets = tempfile.mkdtemp(prefix="kernel-")
+        folder = tempfile.mkdtemp(prefix="kernel-", dir=sockets)
         manager = KernelManager(kernel_name="python3", transport="ipc",
-                                ip=os.path.join(sockets, "k"))
+                                ip=os.path.join(folder, "k"))
         try:
             result = single_nb_execution(notebook, cwd=str(Path(path).parent), timeout=600,
                                          allow_errors=False, meta_override=True,
@@ -169,26 +174,25 @@ def _execute(path: str, env: dict) -> tuple[str, str | None, float, str | None, 
         finally:  # nbclient leaves a kernel it was handed running
             if manager.has_kernel:
                 manager.shutdown_kernel(now=True)
-            shutil.rmtree(sockets, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
         if result.err is not None:
             return path, None, result.time, result.exc_string, True
         return path, nbformat.writes(notebook), result.time, None, False
     return path, None, time.perf_counter() - started, failure, False
 
 
-def _outcome(future, path: Path) -> tuple[str, str | None, float, str | None, bool]:
-    """A worker's result, or its crash as a failure the Sphinx build will report."""
-    try:
-        return future.result()
-    except Exception as error:  # e.g. the worker process died
-        return str(path), None, 0.0, repr(error), False
+def _execute_into(connection, *args) -> None:
+    """:func:`_execute` in a process of its own, its outcome sent through ``connection``."""
+    connection.send(_execute(*args))
+    connection.close()
 
 
 def execute_missing(env: dict) -> list[tuple[str, str]]:
     """Execute the chapters the cache lacks, in parallel, and add them to the cache.
 
-    Returns the chapters whose own code failed, each with its traceback (plain text). After
-    the first such failure no further chapter is started (the ones running finish)."""
+    Returns the chapters whose own code failed, each with its traceback (plain text). The
+    first such failure stops the pass: the chapters running are stopped, and no further one
+    is started."""
     import nbformat
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
@@ -207,10 +211,15 @@ def execute_missing(env: dict) -> list[tuple[str, str]]:
 
     name_of = {path: str(path.relative_to(ROOT)) for path in missing}
 
-    def key(path: Path) -> tuple[float, bool]:
-        # longest first, by the last build's times; with none (a fresh clone) the chapters
-        # that train go first, so that a long run does not end the pass with one worker idle
-        return -times.get(name_of[path], 0.0), name_of[path] not in SEEDED_CHAPTERS
+    failed_before = set(FAILED.read_text().split()) if FAILED.exists() else set()
+
+    def key(path: Path) -> tuple[bool, float, bool]:
+        # a chapter that failed in the last pass first, so that the build says at once
+        # whether it still fails; then the longest first, by the last build's times; with
+        # none (a fresh clone) the chapters that train go first, so that a long run does not
+        # end the pass with one worker idle
+        name = name_of[path]
+        return name not in failed_before, -times.get(name, 0.0), name not in SEEDED_CHAPTERS
 
     alone = [p for p in missing if name_of[p] in ALONE]
     pooled = sorted((p for p in missing if p not in alone), key=key)
@@ -243,33 +252,46 @@ def execute_missing(env: dict) -> list[tuple[str, str]]:
     # chapter is done (AFTER), at the end of the queue
     pooled_names = {name_of[path] for path in pooled}
     held = [path for path in pooled if AFTER.get(name_of[path]) in pooled_names]
-    context = __import__("multiprocessing").get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(WORKERS, mp_context=context) as pool:
-        futures = {}
-
-        def submit(path: Path) -> concurrent.futures.Future:
-            future = pool.submit(_execute, str(path), env | ONE_THREAD)
-            futures[future] = path
-            return future
-
-        pending = {submit(path) for path in pooled if path not in held}
-        while pending:
-            done, pending = concurrent.futures.wait(
-                pending, return_when=concurrent.futures.FIRST_COMPLETED)
-            for future in done:
-                if future.cancelled():
-                    continue
-                store(*_outcome(future, futures[future]))
-                if failed:  # fail fast: start nothing more
-                    for other in pending:
-                        other.cancel()
-                    held.clear()
-                    continue
-                finished = name_of[futures[future]]
-                for path in [path for path in held if AFTER[name_of[path]] == finished]:
-                    held.remove(path)
-                    pending.add(submit(path))
+    # Each chapter in a process of its own, at most WORKERS at a time: a process that ends is
+    # seen at once (its result arrives, or its end of the pipe closes), and one still running
+    # after a failure is stopped, its kernel with it (ipykernel ends when its parent has).
+    context = multiprocessing.get_context("spawn")
+    sockets = tempfile.mkdtemp(prefix="build-kernels-")  # the kernels' Unix sockets
+    waiting = [path for path in pooled if path not in held]
+    running = {}  # the result's end of a chapter's pipe -> (its process, its path)
+    try:
+        while (waiting or running) and not failed:
+            while waiting and len(running) < WORKERS:
+                path = waiting.pop(0)
+                reader, writer = context.Pipe(duplex=False)
+                process = context.Process(target=_execute_into,
+                                          args=(writer, str(path), env | ONE_THREAD, sockets))
+                process.start()
+                writer.close()  # the child's copy is the only one: its end closes with it
+                running[reader] = (process, path)
+            for reader in multiprocessing.connection.wait(list(running)):
+                process, path = running.pop(reader)
+                try:
+                    outcome = reader.recv()
+                except EOFError:  # it ended before it sent a result
+                    process.join()
+                    outcome = (str(path), None, 0.0, f"the process executing it ended with "
+                               f"exit code {process.exitcode}", False)
+                process.join()
+                store(*outcome)
+                if failed:  # fail fast: stop the others (below), start nothing more
+                    break
+                for later in [p for p in held if AFTER[name_of[p]] == name_of[path]]:
+                    held.remove(later)
+                    waiting.append(later)
+    finally:
+        for process, _ in running.values():
+            process.kill()  # SIGKILL: a chapter's process may be blocked in sending its result
+        for process, _ in running.values():
+            process.join()
+        shutil.rmtree(sockets, ignore_errors=True)
     TIMES.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
+    FAILED.write_text("".join(f"{name}\n" for name, _ in failed))
     return failed
 
 
@@ -306,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{name} failed:\n{traceback}\n", file=sys.stderr)
     if failed:  # Sphinx would only execute the chapter again to print the same error
         print(f"build_book: the build stops: {', '.join(name for name, _ in failed)} failed "
-              f"in the parallel pass (the chapters not started were not executed)",
+              f"in the parallel pass (the chapters still running were stopped, and those not "
+              f"started were not executed)",
               file=sys.stderr)
     status = 1 if failed else subprocess.run(command, cwd=ROOT, env=env).returncode
     if status != 0:
