@@ -217,7 +217,8 @@ def execute_missing(env: dict) -> list[tuple[str, str]]:
         # a chapter that failed in the last pass first, so that the build says at once
         # whether it still fails; then the longest first, by the last build's times; with
         # none (a fresh clone) the chapters that train go first, so that a long run does not
-        # end the pass with one worker idle
+        # end the pass with one worker idle. A failed chapter that reads another chapter's
+        # run (AFTER) still waits for that chapter.
         name = name_of[path]
         return name not in failed_before, -times.get(name, 0.0), name not in SEEDED_CHAPTERS
 
@@ -232,7 +233,7 @@ def execute_missing(env: dict) -> list[tuple[str, str]]:
               chapter_error: bool) -> None:
         name = str(Path(path).relative_to(ROOT))
         if error is not None:
-            plain = __import__("re").sub(r"\x1b\[[0-9;]*m", "", error).strip()
+            plain = re.sub(r"\x1b\[[0-9;]*m", "", error).strip()
             last = plain.splitlines()[-1] if plain else "no message"
             if chapter_error:
                 print(f"build_book: {name} failed after {seconds:.1f} s ({last})", flush=True)
@@ -274,10 +275,11 @@ def execute_missing(env: dict) -> list[tuple[str, str]]:
                 try:
                     outcome = reader.recv()
                 except EOFError:  # it ended before it sent a result
-                    process.join()
+                    outcome = None
+                process.join()
+                if outcome is None:
                     outcome = (str(path), None, 0.0, f"the process executing it ended with "
                                f"exit code {process.exitcode}", False)
-                process.join()
                 store(*outcome)
                 if failed:  # fail fast: stop the others (below), start nothing more
                     break
