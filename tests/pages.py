@@ -41,16 +41,27 @@ def site_pages():
 PAGES = site_pages()
 
 
-def visit(browser, site_url, path, viewport="desktop", scheme="light", touch=False):
+def visit(browser, site_url, path, viewport="desktop", scheme="light", touch=False,
+          reader=None):
     """Open ``path``; return the page and what went wrong while loading it.
 
     ``viewport`` is a name of VIEWPORTS or a size; ``touch`` gives the page a touch screen.
     ``problems["pageerror"]`` collects the page's uncaught exceptions (a script that fails to
     parse, or throws), which Chromium does not report as console errors.
+
+    The page opens in a browser context of its own (no cache, no stored state: a reader's
+    first page), closed with ``page.context.close()``; or, given ``reader`` (a context made
+    by :func:`reading_context` with this viewport and scheme), as one more page a reader
+    opens in the browser they read on (made at the same size and scheme), which the caller
+    closes with ``page.close()``.
     """
     size = VIEWPORTS[viewport] if isinstance(viewport, str) else viewport
-    context = browser.new_context(viewport=size, color_scheme=scheme, has_touch=touch)
+    if reader is None:
+        context = browser.new_context(viewport=size, color_scheme=scheme, has_touch=touch)
+    else:
+        context = reader
     page = context.new_page()
+    assert page.viewport_size == size, "a reader's context opens pages at its own size"
     problems = {"console": [], "failed": [], "foreign": [], "pageerror": []}
     host = urlparse(site_url).netloc
 
@@ -63,9 +74,15 @@ def visit(browser, site_url, path, viewport="desktop", scheme="light", touch=Fal
     page.on("requestfailed", lambda request: problems["failed"].append(request.url))
     page.on("console", lambda msg: msg.type == "error" and problems["console"].append(msg.text))
     page.on("pageerror", lambda error: problems["pageerror"].append(str(error)))
-    page.route(lambda url: urlparse(url).netloc != host, lambda route: route.abort())
     page.goto(f"{site_url}/{path}", wait_until="networkidle")
     return page, problems
+
+
+def reading_context(browser, viewport="desktop", scheme="light"):
+    """A browser context in which pages are opened one after another, as a reader reads the
+    book: the theme's setting and the files it has loaded (scripts, styles, fonts, MathJax's
+    speech rules) are kept from one page to the next, in the browser's cache."""
+    return browser.new_context(viewport=VIEWPORTS[viewport], color_scheme=scheme)
 
 
 def wait_for_mathjax(page):
