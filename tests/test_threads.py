@@ -114,3 +114,25 @@ def test_a_set_count_stays_and_blocks_restore_it():
         assert blas_thread_count() == 1
     finally:
         _threads.set_blas_thread_count(before)
+
+
+
+def test_blas_threads_inside_a_worker_of_parallel_map_returns_at_once():
+    """The map's caller holds BLAS's lock while it waits for its threads, so a thread of the
+    map that asked for the lock would wait for ever (a training step asks for it, for its
+    norm). In a process of its own, so that a hang fails the test instead of the session."""
+    code = """
+from scratchformer._threads import BLAS_THREAD_CONTROL, blas_thread_count, blas_threads
+from scratchformer._threads import parallel_map
+
+def item(i):
+    with blas_threads(2):
+        return blas_thread_count()
+
+counts = parallel_map(item, range(4), 2)
+print(set(counts) == {1} if BLAS_THREAD_CONTROL else True)
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True"]

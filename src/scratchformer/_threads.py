@@ -102,10 +102,14 @@ def blas_threads(n: int):
     """Within the block, BLAS uses at most ``n`` threads; the previous number is restored.
 
     One block at a time in the process (a lock); see the module for what that means for other
-    threads. Without OpenBLAS this does nothing.
+    threads. Without OpenBLAS this does nothing, nor in a thread of :func:`parallel_map`,
+    where BLAS is on one thread already.
     """
     setter, _ = _controls()
-    if setter is None:
+    if setter is None or _in_worker():
+        # In a thread of parallel_map, BLAS is on one thread already, by the block that
+        # the map's caller holds while it waits for this thread: waiting for the lock here
+        # would wait for ever.
         yield
         return
     with _BLAS_LOCK:
@@ -132,6 +136,12 @@ def cores() -> int:
 
 _POOL = None
 _POOL_LOCK = threading.Lock()
+_WORKER_PREFIX = "scratchformer"
+
+
+def _in_worker() -> bool:
+    """Whether this thread is one of :func:`parallel_map`'s."""
+    return threading.current_thread().name.startswith(_WORKER_PREFIX)
 
 
 def _pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
@@ -140,7 +150,7 @@ def _pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
     with _POOL_LOCK:
         if _POOL is None or _POOL._max_workers < workers:
             _POOL = concurrent.futures.ThreadPoolExecutor(
-                max_workers=workers, thread_name_prefix="scratchformer")
+                max_workers=workers, thread_name_prefix=_WORKER_PREFIX)
         return _POOL
 
 
@@ -167,7 +177,7 @@ def parallel_map(function, items, workers: int | None = None):
     """
     items = list(items)
     dealt = shares(items, workers)
-    if len(dealt) <= 1 or threading.current_thread().name.startswith("scratchformer"):
+    if len(dealt) <= 1 or _in_worker():
         return [function(item) for item in items]
 
     def run(share):

@@ -146,7 +146,10 @@ class Adam:
         # The moments of every parameter of one dtype live side by side in one buffer, so
         # that each line of the update runs once over all of them rather than once per
         # parameter (a small model has about ninety arrays); ``state`` holds each
-        # parameter's own views of the two buffers.
+        # parameter's own views of the two buffers. Two more of each size hold a step's
+        # gradients and its intermediate values, so a step allocates no arrays: memory
+        # allocated afresh costs a page fault per page at its first write (on the language
+        # model at two threads, the update took 12 ms with arrays of its own, 2.3 ms without).
         self._layout = [(name, layer.params[key].shape, layer.params[key].dtype)
                         for name, layer, key in model.named_parameters()]
         self._buffers, self.state = [], {}
@@ -161,7 +164,8 @@ class Adam:
             for index, start, stop in members:
                 name, shape, _ = self._layout[index]
                 self.state[name] = (m[start:stop].reshape(shape), v[start:stop].reshape(shape))
-            self._buffers.append((m, v, members))
+            scratch = (np.empty(offset, dtype=dtype), np.empty(offset, dtype=dtype))
+            self._buffers.append((m, v, scratch, members))
 
     def step(self, lr, *, listed=None):
         """One update of every parameter, with learning rate ``lr``.
@@ -179,13 +183,17 @@ class Adam:
         # Bias corrections (Python floats, so that float32 stays float32).
         step_size = lr / (1.0 - beta1**self.steps)
         root_correction2 = math.sqrt(1.0 - beta2**self.steps)
-        for m, v, members in self._buffers:  # one per dtype, all its parameters
-            grad = np.concatenate([listed[i][2].reshape(-1) for i, _, _ in members])
+        for m, v, (grad, work), members in self._buffers:  # one per dtype
+            # every gradient of the dtype, side by side, as m and v hold them
+            np.concatenate([listed[i][2].reshape(-1) for i, _, _ in members],
+                           out=grad)
             m *= beta1
-            m += (1.0 - beta1) * grad  # m: the running mean of g
+            m += np.multiply(grad, 1.0 - beta1, out=work)  # m: the mean of g
             v *= beta2
-            v += (1.0 - beta2) * np.square(grad)  # v: the running mean of g^2
-            denominator = np.sqrt(v)
+            work = np.square(grad, out=work)
+            work *= 1.0 - beta2
+            v += work  # v: the running mean of g^2
+            denominator = np.sqrt(v, out=work)
             denominator /= root_correction2
             denominator += self.eps  # sqrt(v_hat) + eps
             update = np.divide(m, denominator, out=denominator)

@@ -21,7 +21,7 @@ import weakref
 
 import numpy as np
 
-from .._threads import cores, parallel_map, shares
+from .._threads import blas_threads, cores, parallel_map, shares
 from .._validation import positive_int
 from ..dropout import Dropout, spawn_generator
 from ..module import Layer
@@ -141,11 +141,17 @@ def train_step(model, optimiser, task, batch, lr, clip_norm=None):
     """
     loss = _loss_and_backward(model, task, batch)  # forward, loss, backward
     listed = gradients(model)  # walked once: for the norm, clipping and update
-    if clip_norm is None:
-        norm = grad_norm(model, listed=listed)
-    else:
-        norm = clip_grad_norm(model, clip_norm, listed=listed)
-    optimiser.step(lr, listed=listed)
+    # The norm and the update with BLAS on one thread: after a call on
+    # several, OpenBLAS's threads keep spinning for a while, waiting for more
+    # work, on the cores that the next step's parts of the batch need
+    # (benchmarks/text_step.py measures the cost). One thread also rounds the
+    # norm alike at any thread count.
+    with blas_threads(1):
+        if clip_norm is None:
+            norm = grad_norm(model, listed=listed)
+        else:
+            norm = clip_grad_norm(model, clip_norm, listed=listed)
+        optimiser.step(lr, listed=listed)
     return loss, norm
 
 
