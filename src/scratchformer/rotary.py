@@ -51,6 +51,17 @@ def _cos_sin(positions, shape, dtype, base):
     return np.cos(angles).astype(dtype, copy=False), np.sin(angles).astype(dtype, copy=False)
 
 
+def _pairs(x):
+    """``x`` of shape (..., d) as d/2 complex numbers ``x[..., 2i] + 1j * x[..., 2i + 1]``:
+    a view of ``x`` where its memory allows (float32 or float64, the last axis contiguous);
+    float16 is computed in float32."""
+    kind = np.result_type(x.dtype, np.complex64)  # complex64, complex128 or clongdouble
+    x = np.asarray(x, dtype=np.finfo(kind).dtype)
+    if x.strides[-1] != x.itemsize:
+        x = np.ascontiguousarray(x)
+    return x.view(kind)
+
+
 def _check(x, name):
     x = as_float_array(x, name)
     require_min_ndim(x, 2, name, "(..., n, d)")
@@ -89,16 +100,20 @@ def rope(x, positions, *, base=BASE):
         \quad R(\alpha) = \begin{pmatrix} \cos \alpha & -\sin \alpha \\
                         \sin \alpha & \cos \alpha \end{pmatrix},
 
-    so :math:`\langle \operatorname{rope}(q, m), \operatorname{rope}(k, n)\rangle` depends on
+    computed as the complex product
+    :math:`(x_{2i} + \mathrm{i}\, x_{2i+1})\, e^{\mathrm{i} m \theta_i}`, whose real and
+    imaginary parts are the two rows; so
+    :math:`\langle \operatorname{rope}(q, m), \operatorname{rope}(k, n)\rangle` depends on
     :math:`m - n` only. Applied to queries and keys, never to values.
     """
     x = _check(x, "x")
     cos, sin = _cos_sin(positions, x.shape, x.dtype, base)
-    even, odd = x[..., 0::2], x[..., 1::2]  # (..., n, d/2) each
-    out = np.empty(np.broadcast_shapes(x.shape, (*cos.shape[:-1], x.shape[-1])), x.dtype)
-    out[..., 0::2] = even * cos - odd * sin
-    out[..., 1::2] = even * sin + odd * cos
-    return out
+    pairs = _pairs(x)  # (..., n, d/2): pair i as the number x_2i + i x_2i+1
+    turn = np.empty(cos.shape, pairs.dtype)  # e^(i m theta_i), (..., n, d/2)
+    turn.real, turn.imag = cos, sin
+    # real part x_2i cos - x_2i+1 sin, imaginary part x_2i sin + x_2i+1 cos
+    rotated = pairs * turn
+    return rotated.view(rotated.real.dtype).astype(x.dtype, copy=False)
 
 
 def rope_backward(d_y, positions, *, base=BASE):
