@@ -13,8 +13,12 @@ from hypothesis.extra import numpy as hnp
 from conftest import examples
 from scratchformer import fast_attention as fa
 from scratchformer._threads import blas_thread_count, blas_threads, cores, parallel_map
-from scratchformer.attention import attention_kernel, causal_mask
-from scratchformer.fast_attention import fast_attention, fast_attention_output
+from scratchformer.attention import attention_backward, attention_kernel, causal_mask
+from scratchformer.fast_attention import (
+    fast_attention,
+    fast_attention_backward,
+    fast_attention_output,
+)
 
 
 @st.composite
@@ -30,8 +34,10 @@ def problems(draw):
     v = draw(hnp.arrays(dtype, batch.input_shapes[2] + (n_k, d_v), elements=st.floats(-3, 3)))
     kind = draw(st.sampled_from(["none", "bool", "float"]))
     mask = None
-    if kind != "none":  # fully masked rows are allowed
-        mask = draw(hnp.arrays(np.bool_, (n_q, n_k)))
+    if kind != "none":  # fully masked rows are allowed; a mask may broadcast
+        shape = draw(st.sampled_from([(n_q, n_k), (1, n_k), (n_q, 1), (n_k,),
+                                      batch.result_shape + (n_q, n_k)]))
+        mask = draw(hnp.arrays(np.bool_, shape))
         if kind == "float":
             mask = np.where(mask, draw(st.floats(-2, 2)), -np.inf).astype(dtype)
     return q, k, v, mask, draw(st.one_of(st.none(), st.integers(1, 7)))
@@ -132,6 +138,38 @@ def test_long_sequences_use_every_core_and_match_the_reference(monkeypatch):
     np.testing.assert_allclose(fast_attention_output(q, k, v, mask), expected, rtol=2e-5,
                                atol=2e-6)
     assert calls == [min(cores(), blas_thread_count() or cores(), 4)] * 2
+
+
+@examples(100)
+@given(problems())
+def test_the_backward_kernel_gives_the_floats_of_the_reference(problem):
+    q, k, v, mask, _ = problem
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    q, k, v = (np.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))
+    weights = attention_kernel(q, k, v, mask)[1]
+    rng = np.random.default_rng(0)
+    d_out = rng.standard_normal(weights.shape[:-1] + v.shape[-1:]).astype(q.dtype)
+    for got, expected in zip(fast_attention_backward(d_out, q, k, v, weights),
+                             attention_backward(d_out, q, k, v, weights), strict=True):
+        assert got.dtype == expected.dtype and np.array_equal(got, expected)
+
+
+def test_the_backward_kernel_at_a_language_model_s_size_shares_heads_among_threads():
+    rng = np.random.default_rng(0)
+    q, k, v, d_out = (rng.standard_normal((16, 4, 128, 32)).astype(np.float32)
+                      for _ in range(4))
+    weights = fast_attention(q, k, v, causal_mask(128))[1]
+    with blas_threads(1):  # each thread of the kernel multiplies with BLAS on one thread
+        expected = attention_backward(d_out, q, k, v, weights)
+    for threads in (1, 2):
+        with blas_threads(threads):
+            got = fast_attention_backward(d_out, q, k, v, weights)
+        for a, b in zip(got, expected, strict=True):
+            assert np.array_equal(a, b)
+    with pytest.raises(TypeError, match="one float dtype"):
+        fast_attention_backward(d_out, q, k, v, weights.astype(np.float64))
+    with pytest.raises(ValueError, match="same leading axes"):
+        fast_attention_backward(d_out[:1], q, k, v, weights)
 
 
 def test_an_error_in_one_thread_is_raised_to_the_caller():

@@ -116,7 +116,6 @@ def test_a_set_count_stays_and_blocks_restore_it():
         _threads.set_blas_thread_count(before)
 
 
-
 def test_blas_threads_inside_a_worker_of_parallel_map_returns_at_once():
     """The map's caller holds BLAS's lock while it waits for its threads, so a thread of the
     map that asked for the lock would wait for ever (a training step asks for it, for its

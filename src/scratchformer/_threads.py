@@ -107,9 +107,8 @@ def blas_threads(n: int):
     """
     setter, _ = _controls()
     if setter is None or _in_worker():
-        # In a thread of parallel_map, BLAS is on one thread already, by the block that
-        # the map's caller holds while it waits for this thread: waiting for the lock here
-        # would wait for ever.
+        # The map's caller holds the lock while it waits for this thread: waiting for the
+        # lock here would wait for ever.
         yield
         return
     with _BLAS_LOCK:

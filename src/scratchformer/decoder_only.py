@@ -210,9 +210,13 @@ class DecoderOnlyBlock(Layer):
         if self.norm == "post":
             y = self.norm1.forward(x + self.attention.forward(x, cache=cache, layer=layer))
             return self.norm2.forward(y + self.ffn.forward(y))
-        attended = self.attention.forward(self.norm1.forward(x), cache=cache, layer=layer)
-        y = x + attended  # the residual path is never normalised
-        return y + self.ffn.forward(self.norm2.forward(y))
+        # The residual path is never normalised. Each sum is written into the sub-layer's
+        # output, a fresh array nothing else holds (x + a and a + x are the same floats).
+        y = self.attention.forward(self.norm1.forward(x), cache=cache, layer=layer)
+        y += x
+        z = self.ffn.forward(self.norm2.forward(y))
+        z += y
+        return z
 
     def backward(self, d_z):
         """Gradient for ``x`` of the last :meth:`forward`; sets the sub-layers' ``grads``."""
@@ -221,8 +225,11 @@ class DecoderOnlyBlock(Layer):
             d_y = d_w + self.ffn.backward(d_w)
             d_u = self.norm1.backward(d_y)
             return d_u + self.attention.backward(d_u)
-        d_y = d_z + self.norm2.backward(self.ffn.backward(d_z))
-        return d_y + self.norm1.backward(self.attention.backward(d_y))
+        d_y = self.norm2.backward(self.ffn.backward(d_z))  # fresh, as in forward
+        d_y += d_z
+        d_x = self.norm1.backward(self.attention.backward(d_y))
+        d_x += d_y
+        return d_x
 
 
 class DecoderModel(ConfiguredModel):

@@ -18,6 +18,11 @@ cache, with further savings, each measured (appendix "Speed"):
 - the (sequence, head) pairs are shared among threads, one per core, with BLAS on one thread
   while they run (``scratchformer._threads``): NumPy's elementwise passes, on one core each,
   then run on every core.
+
+The backward pass, ``fast_attention_backward``, goes head by head for the same reason: each
+head's gradients stay in the cache, and it computes the very floats of
+``scratchformer.attention.attention_backward`` (measured as part of the language model's
+training step, ``benchmarks/text_step.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from ._threads import parallel_map, shares
 from .attention import _check_no_underflow
 from .functional import check_no_overflow
 
-__all__ = ["fast_attention", "fast_attention_output"]
+__all__ = ["fast_attention", "fast_attention_backward", "fast_attention_output"]
 
 # If every score of a block lies in [-_EXP_SAFE, _EXP_SAFE], exp(score) can be taken as it is,
 # without subtracting the row maximum: e^30 ~ 1e13 cannot overflow (float32 reaches 3e38) and
@@ -71,6 +76,49 @@ def fast_attention(q, k, v, mask=None, *, block_q=None):
     The same result as :func:`scratchformer.attention.attention_kernel`, up to rounding.
     """
     return _blocked_attention(q, k, v, mask, need_weights=True, block_q=block_q)
+
+
+def fast_attention_backward(d_out, q, k, v, weights):
+    """The gradients of :func:`scratchformer.attention_backward`, one (sequence, head) at a time.
+
+    Same contract (``d_out``, ``q``, ``k``, ``v`` and ``weights`` with the same leading axes;
+    returns ``d_q, d_k, d_v``), for inputs of one float dtype. Each head's ``(n_q, n_k)``
+    gradients stay in the core's cache from the product that makes them, through the passes
+    of the softmax's backward, to the products that use them, where whole-array passes stream
+    every head's through memory several times. The heads are shared among threads as in
+    :func:`fast_attention`. The same floats as ``attention_backward``: the same products, of
+    the same shapes, and the same sums over each row (tested).
+    """
+    batch = weights.shape[:-2]
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2] == d_out.shape[:-2] == batch):
+        shapes = (q.shape, k.shape, v.shape, d_out.shape, weights.shape)
+        raise ValueError("q, k, v, d_out and weights need the same leading axes, got "
+                         f"shapes {shapes} (broadcast the inputs first)")
+    dtype = np.result_type(d_out, q, k, v, weights)
+    if any(a.dtype != dtype for a in (d_out, q, k, v, weights)):
+        raise TypeError(f"fast_attention_backward needs one float dtype, got "
+                        f"{[a.dtype.name for a in (d_out, q, k, v, weights)]}")
+    n_q, n_k = weights.shape[-2:]
+    scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32
+    d_q, d_k, d_v = (np.empty(a.shape, dtype) for a in (q, k, v))
+
+    def backward(heads):
+        d_scores = np.empty((n_q, n_k), dtype)  # one head's, in the cache
+        for h in heads:
+            a = weights[h]  # (n_q, n_k)
+            np.matmul(a.T, d_out[h], out=d_v[h])  # dV = A^T dO
+            np.matmul(d_out[h], v[h].T, out=d_scores)  # dA = dO V^T, then in place:
+            inner = np.einsum("...i,...i->...", d_scores, a)[..., None]  # (n_q, 1)
+            d_scores -= inner
+            d_scores *= a  # dS = A (dA - rowsum(dA A)), as softmax_backward
+            d_scores *= scale
+            np.matmul(d_scores, k[h], out=d_q[h])  # dQ = dS K / sqrt(d_k)
+            np.matmul(d_scores.T, q[h], out=d_k[h])  # dK = dS^T Q / sqrt(d_k)
+
+    heads = list(np.ndindex(*batch))
+    dealt = shares(heads) if len(heads) * n_q * n_k >= _PARALLEL_SCORES else [heads]
+    parallel_map(backward, dealt, len(dealt))
+    return d_q, d_k, d_v
 
 
 def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
@@ -118,6 +166,10 @@ def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
     k_scaled = np.broadcast_to(k_scaled, (*batch, n_k, d_k))
     v_ones = np.broadcast_to(v_ones, (*batch, n_k, d_v + 1))
     if mask is not None:
+        if skip_max_ok and bool_mask:
+            # The path without the maximum multiplies by the mask: by 1.0 and 0.0 of the
+            # dtype, the same products as by True and False, in half the time.
+            keep = np.broadcast_to(mask.astype(dtype), (*batch, n_q, n_k))
         mask = np.broadcast_to(mask, (*batch, n_q, n_k))
 
     if block_q is None:
@@ -127,6 +179,10 @@ def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
     weights = np.empty((*batch, n_q, n_k), dtype) if need_weights else None
 
     bk = max(1, min(_KEY_BLOCK, n_k))
+    # Per (head, block of queries): whether the bound allows skipping the maximum, for every
+    # block at once.
+    if skip_max_ok and n_q:
+        safe = np.maximum.reduceat(bound, np.arange(0, n_q, bq), axis=-1) <= _EXP_SAFE
 
     def attend(heads):
         """Every block of the given (sequence, head) pairs, in buffers of its own."""
@@ -142,7 +198,8 @@ def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
                 r = i1 - i0
                 o = o_buf[:r]  # (r, d_v + 1)
                 m_blk = None if mask is None else mask[h][i0:i1]  # (r, n_k) view
-                if skip_max_ok and bound[h][i0:i1].max() <= _EXP_SAFE:
+                skipped = skip_max_ok and safe[h][i0 // bq]
+                if skipped:
                     # No maximum to find: each block of keys is done on its own, in a block
                     # of scores small enough to stay in the core's cache; o sums their shares
                     # (finite: |o| <= max|v| n_k e^30, checked with skip_max_ok).
@@ -155,7 +212,7 @@ def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
                         np.matmul(q[h][i0:i1], k_t[:, j0:j1], out=p)
                         np.exp(p, out=p)
                         if bool_mask:  # blocked pairs get weight exactly 0
-                            np.multiply(p, m_blk[:, j0:j1], out=p)
+                            np.multiply(p, keep[h][i0:i1, j0:j1], out=p)
                         np.matmul(p, v_ones[h][j0:j1], out=o if j0 == 0 else part[:r])
                         if j0:
                             o += part[:r]
@@ -179,7 +236,7 @@ def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
                         np.matmul(p, v_ones[h], out=o)
                 total = o[:, d_v:]  # (r, 1) row sums: >= e^-30 (or >= 1), or 0 if all masked
                 np.maximum(total, finfo.tiny, out=total)  # ... whose zeros then stay zeros
-                if np.isfinite(o).all():
+                if skipped or np.isfinite(o).all():  # finite without the maximum (above)
                     np.divide(o[:, :d_v], total, out=out[h][i0:i1])
                 else:  # values near the dtype's limit (max-subtracting path only): normalise
                     total = p.sum(axis=-1, keepdims=True)  # the weights before summing

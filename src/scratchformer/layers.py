@@ -97,7 +97,8 @@ def _layer_norm(x, gamma, beta, eps):
     variance = np.einsum("...i,...i->...", centred, centred)[..., None]
     variance /= x.shape[-1]  # (..., 1), the biased variance
     inv_std = 1.0 / np.sqrt(variance + eps)  # (..., 1)
-    x_hat = centred * inv_std  # (..., d_model)
+    # (..., d_model), into centred's memory: centred is not needed again
+    x_hat = np.multiply(centred, inv_std, out=centred)
     return x_hat * gamma + beta, x_hat, inv_std
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ._validation import features, floating_dtype, generator, positive_int
 from .attention import _as_mask, attention_backward, attention_kernel
-from .fast_attention import fast_attention, fast_attention_output
+from .fast_attention import fast_attention, fast_attention_backward, fast_attention_output
 from .layers import _affine_grads
 from .module import Layer
 
@@ -187,7 +187,7 @@ class AttentionHeads(Layer):
         q, k, v = (np.broadcast_to(a, (*batch, *a.shape[-3:]))
                    for a in (saved["q"], saved["k"], saved["v"]))
         # (..., h, n, d_k) each:
-        d_q, d_k, d_v = attention_backward(d_heads, q, k, v, weights)
+        d_q, d_k, d_v = self._attend_backward(d_heads, q, k, v, weights)
         # a shared key or value collects the gradients of every head of its group
         # (..., h_kv, n, d_k) each, h_kv = n_kv_heads:
         d_k, d_v = self._group_sum(d_k), self._group_sum(d_v)
@@ -221,6 +221,15 @@ class AttentionHeads(Layer):
         if q.shape[-2] * k.shape[-2] <= _SHORT:
             return attention_kernel(q, k, v, mask)  # every head in one pass
         return fast_attention(q, k, v, mask)  # head by head, in blocks
+
+    @staticmethod
+    def _attend_backward(d_out, q, k, v, weights):
+        """Attention's gradients (:func:`~scratchformer.attention_backward`), by the kernel
+        that suits the sequence length, as :meth:`_attend`."""
+        one_dtype = len({a.dtype for a in (d_out, q, k, v, weights)}) == 1
+        if q.shape[-2] * k.shape[-2] <= _SHORT or not one_dtype:
+            return attention_backward(d_out, q, k, v, weights)  # every head in one pass
+        return fast_attention_backward(d_out, q, k, v, weights)  # head by head, in cache
 
     def _split_inputs(self, x, context):
         """Project and split into heads: queries (..., h, n, d_k), keys and
