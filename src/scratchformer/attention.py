@@ -180,13 +180,7 @@ def attention_backward(d_out, q, k, v, weights):
     Derived in the chapter
     :doc:`Backpropagation through attention </book/backpropagation>`.
     """
-    batch = weights.shape[:-2]
-    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2] == d_out.shape[:-2]
-            == batch):
-        shapes = (q.shape, k.shape, v.shape, d_out.shape, weights.shape)
-        raise ValueError(
-            "q, k, v, d_out and weights need the same leading axes, got "
-            f"shapes {shapes} (broadcast the inputs first)")
+    _check_same_leading_axes(d_out, q, k, v, weights)
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32
     # (..., n_k, n_q) @ (..., n_q, d_v) -> (..., n_k, d_v)
     d_v = np.swapaxes(weights, -1, -2) @ d_out
@@ -198,6 +192,16 @@ def attention_backward(d_out, q, k, v, weights):
     # (..., n_k, n_q) @ (..., n_q, d_k) -> (..., n_k, d_k)
     d_k = np.swapaxes(d_scores, -1, -2) @ q
     return d_q, d_k, d_v
+
+
+def _check_same_leading_axes(d_out, q, k, v, weights):
+    """The backward passes' inputs must share their leading axes (the forward broadcast them)."""
+    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2] == d_out.shape[:-2]
+            == weights.shape[:-2]):
+        shapes = (q.shape, k.shape, v.shape, d_out.shape, weights.shape)
+        raise ValueError(
+            "q, k, v, d_out and weights need the same leading axes, got "
+            f"shapes {shapes} (broadcast the inputs first)")
 
 
 def causal_mask(n_q, n_k=None):

@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from ._threads import parallel_map, shares
-from .attention import _check_no_underflow
+from .attention import _check_no_underflow, _check_same_leading_axes
 from .functional import check_no_overflow
 
 __all__ = ["fast_attention", "fast_attention_backward", "fast_attention_output"]
@@ -89,11 +89,7 @@ def fast_attention_backward(d_out, q, k, v, weights):
     :func:`fast_attention`. The same floats as ``attention_backward``: the same products, of
     the same shapes, and the same sums over each row (tested).
     """
-    batch = weights.shape[:-2]
-    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2] == d_out.shape[:-2] == batch):
-        shapes = (q.shape, k.shape, v.shape, d_out.shape, weights.shape)
-        raise ValueError("q, k, v, d_out and weights need the same leading axes, got "
-                         f"shapes {shapes} (broadcast the inputs first)")
+    _check_same_leading_axes(d_out, q, k, v, weights)
     dtype = np.result_type(d_out, q, k, v, weights)
     if any(a.dtype != dtype for a in (d_out, q, k, v, weights)):
         raise TypeError(f"fast_attention_backward needs one float dtype, got "
@@ -115,7 +111,7 @@ def fast_attention_backward(d_out, q, k, v, weights):
             np.matmul(d_scores, k[h], out=d_q[h])  # dQ = dS K / sqrt(d_k)
             np.matmul(d_scores.T, q[h], out=d_k[h])  # dK = dS^T Q / sqrt(d_k)
 
-    heads = list(np.ndindex(*batch))
+    heads = list(np.ndindex(*weights.shape[:-2]))
     dealt = shares(heads) if len(heads) * n_q * n_k >= _PARALLEL_SCORES else [heads]
     parallel_map(backward, dealt, len(dealt))
     return d_q, d_k, d_v
@@ -197,7 +193,6 @@ def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
                 i1 = min(i0 + bq, n_q)
                 r = i1 - i0
                 o = o_buf[:r]  # (r, d_v + 1)
-                m_blk = None if mask is None else mask[h][i0:i1]  # (r, n_k) view
                 skipped = skip_max_ok and safe[h][i0 // bq]
                 if skipped:
                     # No maximum to find: each block of keys is done on its own, in a block
@@ -218,6 +213,7 @@ def _blocked_attention(q, k, v, mask, need_weights, block_q=None):
                             o += part[:r]
                     p = weights[h][i0:i1] if need_weights else None
                 else:
+                    m_blk = None if mask is None else mask[h][i0:i1]  # (r, n_k) view
                     p = weights[h][i0:i1] if need_weights else s_flat[:r * n_k].reshape(r, n_k)
                     # overflow shows up as +-inf, handled below
                     with np.errstate(over="ignore", invalid="ignore"):
