@@ -15,17 +15,38 @@ def test_every_candidate_runs_warmup_plus_repeats_times_in_rotating_order():
     assert calls == list("abc") + list("abc") + list("bca") + list("cab")
 
 
-def test_the_median_ignores_one_slow_round():
-    import time
+class FakeClock:
+    """A stand-in for the module ``time`` inside scratchformer.book.timing: its perf_counter
+    moves only when a candidate says it took time, so no test depends on the machine's load."""
 
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+    def take(self, seconds):
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    from scratchformer.book import timing
+
+    fake = FakeClock()
+    monkeypatch.setattr(timing, "time", fake)
+    return fake
+
+
+def test_the_median_ignores_one_slow_round(clock):
     state = {"round": 0}
 
     def sometimes_slow():
         state["round"] += 1
-        time.sleep(0.2 if state["round"] == 2 else 0.0)
+        clock.take(0.2 if state["round"] == 2 else 0.001)
 
     medians = interleaved_medians({"f": sometimes_slow}, repeats=5, warmup=0)
-    assert medians["f"] < 0.1
+    assert medians["f"] == pytest.approx(0.001)
 
 
 @pytest.mark.parametrize("kwargs", [{"repeats": 0}, {"warmup": -1}])
@@ -50,27 +71,24 @@ def test_peak_allocated_sees_numpy_buffers():
     assert result.shape == (10,)
 
 
-def test_interleaved_times_keeps_every_round_and_the_medians_are_theirs():
-    import statistics
-    import time
-
+def test_interleaved_times_keeps_every_round_and_the_medians_are_theirs(clock):
     from scratchformer.book.timing import interleaved_times
 
     state = {"round": 0}
 
     def slower_each_round():
         state["round"] += 1
-        time.sleep(0.01 * state["round"])
+        clock.take(0.01 * state["round"])
 
     times = interleaved_times({"f": slower_each_round, "g": lambda: None}, repeats=3, warmup=1)
     assert list(times) == ["f", "g"] and [len(t) for t in times.values()] == [3, 3]
-    # Rounds 2, 3, 4 of f are timed (round 1 is the warm-up), in order.
-    assert times["f"][0] < times["f"][1] < times["f"][2] and times["f"][0] >= 0.02
+    # Rounds 2, 3, 4 of f are timed (round 1 is the warm-up), in order; g takes no time.
+    assert times["f"] == pytest.approx([0.02, 0.03, 0.04]) and times["g"] == [0.0] * 3
     with pytest.raises(ValueError, match="repeats"):
         interleaved_times({"f": lambda: None}, repeats=0)
     state["round"] = 0
     medians = interleaved_medians({"f": slower_each_round}, repeats=3, warmup=1)
-    assert 0.03 <= medians["f"] < statistics.median([0.02, 0.03, 0.04]) + 0.05
+    assert medians["f"] == pytest.approx(0.03)  # the median of 0.02, 0.03, 0.04
 
 
 def test_the_largest_cache_is_read_from_the_system_s_description(tmp_path):
