@@ -115,6 +115,8 @@ def test_a_tap_opens_a_figure_legible_and_it_closes_three_ways(browser, site_url
     """At 375 px a tap on the figure opens it at a scale that sets its smallest text at 9 px or
     more, panning sideways; the overlay passes axe-core; its Close button, a tap beside the
     figure and Escape each close it, and focus goes back to what opened it."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
     page, problems = visit(browser, site_url, CHAPTER, PHONE, touch=True)
     try:
         figure = page.locator("article figure").first
@@ -149,8 +151,15 @@ def test_a_tap_opens_a_figure_legible_and_it_closes_three_ways(browser, site_url
         page.keyboard.press("Escape")  # 3. Escape
         expect(dialog).to_be_hidden(timeout=TAP_TIMEOUT)
         after_escape = page.evaluate(FOCUSED)
-        scroll_locked = page.evaluate(
-            "() => document.documentElement.classList.contains('figure-zoom-open')")
+        # The dialog's `close` event, which unlocks the page's scroll, is fired in a task queued
+        # after the dialog hides: wait for it rather than read the class in the same instant.
+        try:
+            page.wait_for_function(
+                "() => !document.documentElement.classList.contains('figure-zoom-open')",
+                timeout=TAP_TIMEOUT)
+            scroll_locked = False
+        except PlaywrightTimeoutError:
+            scroll_locked = True
     finally:
         page.context.close()
     scale = enlarged["shown"] / drawn
