@@ -24,6 +24,7 @@ import pytest
 
 import scratchformer as sf
 from conftest import layer_classes
+from scratchformer.language_model import CharTokenizer, log_probabilities
 from scratchformer.train import TrainConfig, book_model, train
 
 
@@ -412,6 +413,35 @@ def _mha_forward(x, **kwargs):
     return lambda: sf.MultiHeadAttention(8, 2).forward(x, **kwargs)
 
 
+_LOGITS = np.array([[0.0, 5.0, 10.0]])
+
+
+def _rng():
+    return np.random.default_rng(0)
+
+
+def _append_twice(k, v):
+    cache = sf.KVCache(1, 4)
+    cache.append(0, np.zeros((1, 1, 3)), np.zeros((1, 1, 3)))
+    return cache.append(0, k, v)
+
+
+def _cached_forward(cache):
+    attention = sf.CausalSelfAttention(8, 2)
+    with attention.inference():
+        return attention.forward(np.ones((3, 8)), cache=cache)
+
+
+def _adam_step(lr, bad_gradient=None):
+    model = sf.Linear(2, 2)
+    optimiser = sf.Adam(model)
+    model.forward(np.ones((1, 2)))
+    model.backward(np.ones((1, 2)))
+    if bad_gradient is not None:
+        model.grads["w"][0, 1] = bad_gradient
+    return optimiser.step(lr)
+
+
 BAD_INPUTS = [
     # (what, call, error, message)
     ("Linear: a float size", lambda: sf.Linear(4.0, 3), TypeError,
@@ -531,6 +561,213 @@ BAD_INPUTS = [
     ("load_parameters: a wrong shape", lambda: sf.LayerNorm(3).load_parameters(
         {"gamma": np.ones(4), "beta": np.zeros(3)}), ValueError,
      r"gamma must have shape \(3,\), got \(4,\)"),
+    # next_token checks what generate checks, and its logits
+    ("next_token: negative temperature", lambda: sf.next_token(
+        _LOGITS, temperature=-1.0, rng=_rng()), ValueError,
+     "temperature must be finite and non-negative, got -1.0"),
+    ("next_token: NaN temperature", lambda: sf.next_token(
+        _LOGITS, temperature=np.nan, rng=_rng()), ValueError,
+     "temperature must be finite and non-negative, got nan"),
+    ("next_token: top_k 0", lambda: sf.next_token(
+        _LOGITS, temperature=1.0, top_k=0, rng=_rng()), ValueError,
+     "top_k must be a positive integer, got 0"),
+    ("next_token: a float top_k", lambda: sf.next_token(
+        _LOGITS, temperature=1.0, top_k=1.5, rng=_rng()), TypeError,
+     "top_k must be a positive integer, got 1.5"),
+    ("next_token: NaN top_p", lambda: sf.next_token(
+        _LOGITS, temperature=1.0, top_p=np.nan, rng=_rng()), ValueError,
+     r"top_p must lie in \(0, 1\], got nan"),
+    ("next_token: top_p 0", lambda: sf.next_token(
+        _LOGITS, temperature=1.0, top_p=0.0, rng=_rng()), ValueError,
+     r"top_p must lie in \(0, 1\], got 0.0"),
+    ("next_token: top_p above 1", lambda: sf.next_token(
+        _LOGITS, temperature=1.0, top_p=2, rng=_rng()), ValueError,
+     r"top_p must lie in \(0, 1\], got 2"),
+    ("next_token: NaN logits", lambda: sf.next_token(np.array([[np.nan, 1.0, 2.0]])),
+     ValueError, "logits must be finite, but 1 of its entries are NaN or infinite"),
+    ("next_token: sampling without rng", lambda: sf.next_token(_LOGITS, temperature=1.0),
+     ValueError, "sampling \\(temperature > 0\\) draws from rng"),
+    ("next_token: logits of one axis", lambda: sf.next_token(
+        _LOGITS[0], temperature=1.0, rng=_rng()), ValueError,
+     r"logits must have shape \(batch, vocab_size\), got shape \(3,\)"),
+    # norms: eps = 0 stays allowed (the book checks layer norm's invariance with it), but a
+    # token it cannot normalise is refused, as is a variance that overflows
+    ("LayerNorm(eps=0): a constant token", lambda: sf.LayerNorm(4, eps=0.0).forward(
+        np.ones((1, 4))), ValueError, "cannot be normalised with eps=0"),
+    ("RMSNorm(eps=0): a zero token", lambda: sf.RMSNorm(4, eps=0.0).forward(
+        np.zeros((1, 4))), ValueError, "cannot be normalised with eps=0"),
+    ("layer_norm(eps=0): a constant token", lambda: sf.layer_norm(
+        np.ones((1, 4)), np.ones(4), np.zeros(4), eps=0.0), ValueError,
+     "cannot be normalised with eps=0"),
+    ("layer_norm: the variance overflows", lambda: sf.layer_norm(
+        np.array([[1e200, -1e200, 0, 0]]), np.ones(4), np.zeros(4)), ValueError,
+     "the variance of a token overflowed float64"),
+    ("rms_norm: the mean square overflows", lambda: sf.rms_norm(
+        np.array([[1e200, -1e200, 0, 0]]), np.ones(4)), ValueError,
+     "the variance of a token overflowed float64"),
+    ("layer_norm: an infinite eps", lambda: sf.layer_norm(
+        np.ones((1, 4)), np.ones(4), np.zeros(4), eps=np.inf), ValueError,
+     "eps must be finite and non-negative, got inf"),
+    ("layer_norm: a string eps", lambda: sf.layer_norm(
+        np.ones((1, 4)), np.ones(4), np.zeros(4), eps="1e-5"), TypeError,
+     "eps must be a real number, got '1e-5'"),
+    ("layer_norm: NaN in gamma", lambda: sf.layer_norm(
+        np.ones((1, 4)), [np.nan, 1, 1, 1], np.zeros(4)), ValueError,
+     "gamma must be finite, but 1 of its entries are NaN or infinite"),
+    ("rms_norm: inf in gamma", lambda: sf.rms_norm(np.ones((1, 4)), [np.inf, 1, 1, 1]),
+     ValueError, "gamma must be finite, but 1 of its entries are NaN or infinite"),
+    # the KV cache
+    ("KVCache.append: v of fewer positions than k", lambda: sf.KVCache(1, 4).append(
+        0, np.zeros((2, 2, 3)), np.zeros((2, 1, 3))), ValueError,
+     r"v must have the shape of k but its last axis, \(2, 2\), got \(2, 1\)"),
+    ("KVCache.append: v of more heads than k", lambda: sf.KVCache(1, 4).append(
+        0, np.zeros((2, 2, 3)), np.zeros((3, 2, 3))), ValueError,
+     r"v must have the shape of k but its last axis, \(2, 2\), got \(3, 2\)"),
+    ("KVCache.append: v of another width than cached", lambda: _append_twice(
+        np.zeros((1, 1, 3)), np.zeros((1, 1, 2))), ValueError,
+     "values of width 2 do not fit a cache of shape"),
+    ("KVCache.append: a float layer", lambda: sf.KVCache(1, 4).append(
+        0.5, np.zeros((1, 1, 1)), np.zeros((1, 1, 1))), TypeError,
+     "layer must be a non-negative integer, got 0.5"),
+    ("KVCache.append: k of one axis", lambda: sf.KVCache(1, 4).append(
+        0, np.zeros(3), np.zeros(3)), ValueError, "k must have at least 2 axes"),
+    # rotary positions may not add axes to x
+    ("rope: positions of more axes", lambda: sf.rope(np.ones((3, 4)), np.zeros((2, 3))),
+     ValueError, r"positions of shape \(2, 3\) do not broadcast to the tokens' axes \(3,\)"),
+    ("rope: positions (5, 1)", lambda: sf.rope(np.ones((3, 4)), np.arange(5)[:, None]),
+     ValueError, r"positions of shape \(5, 1\) do not broadcast"),
+    ("rope_half_split: positions of more axes", lambda: sf.rope_half_split(
+        np.ones((3, 4)), np.zeros((2, 3))), ValueError, "do not broadcast to the tokens"),
+    # bits per character
+    ("log_probabilities: a negative target", lambda: log_probabilities(
+        np.zeros((1, 3)), [-1]), ValueError, r"targets must lie in \[0, 3\), got values "
+     "from -1 to -1"),
+    ("log_probabilities: a target outside", lambda: log_probabilities(np.zeros((1, 3)), [3]),
+     ValueError, r"targets must lie in \[0, 3\)"),
+    ("log_probabilities: float targets", lambda: log_probabilities(np.zeros((1, 3)), [1.0]),
+     TypeError, "targets must be integer class ids, got dtype float64"),
+    ("log_probabilities: more targets than rows", lambda: log_probabilities(
+        np.zeros((1, 3)), [0, 1]), ValueError,
+     r"logits of shape \(1, 3\) need targets of shape \(1,\), got \(2,\)"),
+    ("log_probabilities: NaN logits", lambda: log_probabilities(
+        [[np.nan, 0.0, 0.0]], [1]), ValueError, "logits must be finite"),
+    ("log_probabilities: inf logits", lambda: log_probabilities(
+        [[np.inf, 0.0, 0.0]], [0]), ValueError, "logits must be finite"),
+    # the learning-rate schedule
+    ("warmup_cosine: a negative step", lambda: sf.warmup_cosine(
+        -5, peak=1.0, warmup=10, total=100), ValueError,
+     "step must be a non-negative integer, got -5"),
+    ("warmup_cosine: step -1 without warm-up", lambda: sf.warmup_cosine(
+        -1, peak=1.0, warmup=0, total=100), ValueError,
+     "step must be a non-negative integer, got -1"),
+    ("warmup_cosine: a NaN step", lambda: sf.warmup_cosine(
+        np.nan, peak=1.0, warmup=10, total=100), TypeError,
+     "step must be a non-negative integer, got nan"),
+    ("warmup_cosine: a NaN warm-up", lambda: sf.warmup_cosine(
+        50, peak=1.0, warmup=np.nan, total=100), TypeError,
+     "warmup must be a non-negative integer, got nan"),
+    ("warmup_cosine: a string warm-up", lambda: sf.warmup_cosine(
+        5, peak=1.0, warmup="10", total=100), TypeError,
+     "warmup must be a non-negative integer, got '10'"),
+    ("warmup_cosine: a NaN peak", lambda: sf.warmup_cosine(
+        50, peak=np.nan, warmup=10, total=100), ValueError,
+     "peak must be finite and positive, got nan"),
+    ("warmup_cosine: a negative peak", lambda: sf.warmup_cosine(
+        50, peak=-1.0, warmup=10, total=100), ValueError,
+     "peak must be finite and positive, got -1.0"),
+    ("warmup_cosine: final above 1", lambda: sf.warmup_cosine(
+        200, peak=1.0, warmup=10, total=100, final=5.0), ValueError,
+     r"final must lie in \[0, 1\], got 5.0"),
+    ("warmup_cosine: a negative final", lambda: sf.warmup_cosine(
+        200, peak=1.0, warmup=10, total=100, final=-1.0), ValueError,
+     r"final must lie in \[0, 1\], got -1.0"),
+    # Adam writes nothing non-finite into the model
+    ("Adam.step: a NaN rate", lambda: _adam_step(np.nan), ValueError,
+     "lr must be finite and non-negative, got nan"),
+    ("Adam.step: an infinite rate", lambda: _adam_step(np.inf), ValueError,
+     "lr must be finite and non-negative, got inf"),
+    ("Adam.step: NaN gradients", lambda: _adam_step(0.1, bad_gradient=np.nan),
+     ValueError, r"the gradient for w is not finite \(NaN or inf\)"),
+    ("Adam.step: infinite gradients", lambda: _adam_step(0.1, bad_gradient=np.inf),
+     ValueError, r"the gradient for w is not finite \(NaN or inf\)"),
+    # TrainConfig
+    ("TrainConfig: an infinite peak_lr", lambda: TrainConfig(peak_lr=np.inf), ValueError,
+     "peak_lr must be finite and positive, got inf"),
+    ("TrainConfig: a NaN final_lr_fraction", lambda: TrainConfig(final_lr_fraction=np.nan),
+     ValueError, r"final_lr_fraction must lie in \[0, 1\], got nan"),
+    ("TrainConfig: a negative final_lr_fraction", lambda: TrainConfig(
+        final_lr_fraction=-2.0), ValueError, r"final_lr_fraction must lie in \[0, 1\]"),
+    ("TrainConfig: a negative seed", lambda: TrainConfig(seed=-1), ValueError,
+     "seed must be a non-negative integer, got -1"),
+    ("TrainConfig: a string target_accuracy", lambda: TrainConfig(target_accuracy="x"),
+     TypeError, "target_accuracy must be a real number, got 'x'"),
+    ("TrainConfig: a negative clip_norm", lambda: TrainConfig(clip_norm=-1.0), ValueError,
+     "clip_norm must be finite and positive, got -1.0"),
+    ("TrainConfig: a float warmup_steps", lambda: TrainConfig(warmup_steps=2.5), TypeError,
+     "warmup_steps must be a non-negative integer, got 2.5"),
+    ("TrainConfig: an infinite weight_decay", lambda: TrainConfig(weight_decay=np.inf),
+     ValueError, "weight_decay must be finite and non-negative, got inf"),
+    ("TrainConfig: an infinite budget", lambda: TrainConfig(cpu_seconds=np.inf), ValueError,
+     "cpu_seconds must be positive \\(and finite\\) or None, got inf"),
+    # sampling that could never end
+    ("LabellingTask.sample: exclude covers everything", lambda: sf.LabellingTask(
+        length=2, vocab_size=2).sample(_rng(), 3, np.arange(4)), ValueError,
+     "exclude covers all 4 sequences: there is none left to sample"),
+    ("AdditionTask.sample: exclude covers everything", lambda: sf.AdditionTask(
+        n_digits=1).sample(_rng(), 3, np.arange(100)), ValueError,
+     "exclude covers all 100 problems: there is none left to sample"),
+    ("TranslationTask.sample: exclude covers everything", lambda: sf.TranslationTask(
+        ).sample(_rng(), 2, np.arange(1000)), ValueError, "exclude covers all 1000 numbers"),
+    ("LabellingTask.sample: exclude None", lambda: sf.LabellingTask().sample(
+        _rng(), 3, None), TypeError, "exclude must hold integer sequence numbers"),
+    # the character tokenizer
+    ("CharTokenizer.token_bytes: -1", lambda: CharTokenizer.train(
+        "abc", ["<eot>"]).token_bytes(-1), ValueError,
+     "token must be a non-negative integer, got -1"),
+    ("CharTokenizer.token_bytes: past the vocabulary", lambda: CharTokenizer.train(
+        "abc", ["<eot>"]).token_bytes(99), ValueError, "token must be an id from 0 to 3, got 99"),
+    ("CharTokenizer.token_bytes: a float", lambda: CharTokenizer.train(
+        "abc", ["<eot>"]).token_bytes(1.0), TypeError,
+     "token must be a non-negative integer, got 1.0"),
+    # attention of nothing
+    ("scaled_dot_product_attention: d_k 0", lambda: sf.scaled_dot_product_attention(
+        np.ones((3, 0)), np.ones((5, 0)), np.ones((5, 2))), ValueError,
+     "attention needs at least one key and d_k >= 1"),
+    ("scaled_dot_product_attention: no keys", lambda: sf.scaled_dot_product_attention(
+        np.ones((3, 4)), np.ones((0, 4)), np.ones((0, 2))), ValueError,
+     "attention needs at least one key and d_k >= 1"),
+    ("tiled_attention: no keys", lambda: sf.tiled_attention(
+        np.ones((3, 4)), np.ones((0, 4)), np.ones((0, 2))), ValueError,
+     "attention needs at least one key"),
+    ("MultiHeadAttention.forward: an empty context", _mha_forward(
+        np.ones((3, 8)), context=np.zeros((0, 8))), ValueError,
+     "attention needs at least one query and one key"),
+    ("MultiHeadAttention.forward: no tokens", _mha_forward(np.zeros((0, 8))), ValueError,
+     "attention needs at least one query and one key"),
+    ("CausalSelfAttention.forward: a cache that is not one", lambda: _cached_forward("abc"),
+     TypeError, "cache must be a KVCache, got str"),
+    # the activations
+    ("silu: NaN", lambda: sf.silu([np.nan, 1.0]), ValueError, "x must be finite"),
+    ("gelu: -inf", lambda: sf.gelu([-np.inf]), ValueError, "x must be finite"),
+    # sizes
+    ("half_split_permutation: a float", lambda: sf.half_split_permutation(4.7), TypeError,
+     "d must be a positive integer, got 4.7"),
+    ("half_split_permutation: a string", lambda: sf.half_split_permutation("6"), TypeError,
+     "d must be a positive integer, got '6'"),
+    ("AdditionTask.problems: numbers outside", lambda: sf.AdditionTask(
+        n_digits=1).problems([100, -1]), ValueError,
+     r"numbers must lie in \[0, 100\) \(the problems\), got values from -1 to 100"),
+    # Adam's settings
+    ("Adam: an infinite weight_decay", lambda: sf.Adam(sf.Linear(2, 2), weight_decay=np.inf),
+     ValueError, "weight_decay must be finite and non-negative, got inf"),
+    ("Adam: an infinite eps", lambda: sf.Adam(sf.Linear(2, 2), eps=np.inf), ValueError,
+     "eps must be finite and positive, got inf"),
+    ("Adam: one beta", lambda: sf.Adam(sf.Linear(2, 2), betas=0.9), TypeError,
+     r"betas must be a pair \(beta1, beta2\), got 0.9"),
+    ("Adam: a pair too short", lambda: sf.Adam(sf.Linear(2, 2), betas=(0.9,)), TypeError,
+     r"betas must be a pair \(beta1, beta2\)"),
+    ("Adam: not a model", lambda: sf.Adam("model"), TypeError,
+     "model must be a scratchformer Layer, got str"),
 ]
 
 
@@ -539,3 +776,15 @@ BAD_INPUTS = [
 def test_bad_input_gets_a_clear_error(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_the_checks_keep_what_is_documented():
+    """What the table's checks still allow: a top_k above the vocabulary keeps every token,
+    and an exclude that leaves one sequence draws that one."""
+    rows = np.tile([[0.0, 1.0, 2.0]], (200, 1))
+    assert (sf.next_token(rows, temperature=1.0, top_k=10, rng=_rng()) ==
+            sf.next_token(rows, temperature=1.0, rng=_rng())).all()
+    tokens, _ = sf.LabellingTask(length=2, vocab_size=2).sample(_rng(), 3, [0, 1, 2])
+    assert tokens.tolist() == [[1, 1]] * 3
+    prompts, _ = sf.AdditionTask(n_digits=1).sample(_rng(), 2, np.arange(99))
+    assert prompts.tolist() == [[9, 9]] * 2

@@ -266,6 +266,38 @@ def test_the_command_ends_with_bits_per_char_and_seconds(capsys):
     assert 0 < float(bits.split("=")[1]) < 8 and float(seconds.split("=")[1]) >= 1
 
 
+def test_bits_per_character_of_no_characters_is_an_error():
+    task = small_task()
+    model = small_model(task)
+    with pytest.raises(ValueError, match="bits per character needs windows that spell"):
+        task.evaluate(model, (np.zeros((0, task.context + 1), np.int64),))
+    rng = np.random.default_rng(0)
+    # tokens that begin no character (UTF-8 continuation bytes)
+    none = TextTask(rng.integers(0, 7, 200), rng.integers(0, 7, 61), vocab_size=7, context=5,
+                    characters=np.zeros(7, np.int64))
+    with pytest.raises(ValueError, match="predicted tokens begin none"):
+        none.evaluate(model, none.split(rng, 1, 1).valid)
+
+
+def test_a_special_token_inside_another_is_matched_longest_first():
+    for specials in (["<e>", "<e>x"], ["<e>x", "<e>"]):
+        tokenizer = CharTokenizer("abcx", specials)
+        ids = tokenizer.special_tokens
+        assert tokenizer.encode("<e>x<e>a").tolist() == [ids["<e>x"], ids["<e>"], 0]
+        assert tokenizer.decode(tokenizer.encode("a<e>xx<e>")) == "a<e>xx<e>"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--task", "text", "--seconds", "inf"], "--seconds must be finite and positive, got inf"),
+    (["--task", "text", "--seconds", "1e400"], "--seconds must be finite and positive, got inf"),
+    (["--seed", "-1", "--max-steps", "1"], "--seed must be a non-negative integer, got -1"),
+])
+def test_the_command_rejects_an_endless_budget_and_a_negative_seed(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert message in capsys.readouterr().err
+
+
 def test_the_command_rejects_text_options_elsewhere():
     with pytest.raises(SystemExit):
         main(["--task", "reverse", "--tokenizer", "bpe"])

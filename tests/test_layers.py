@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from scratchformer.layers import FeedForward, LayerNorm, layer_norm
+from scratchformer.layers import FeedForward, LayerNorm, RMSNorm, layer_norm
 
 
 @given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=3, min_side=2, max_side=8),
@@ -42,6 +42,24 @@ def test_invariant_to_shift_and_scale_of_a_token():
     g, b = np.linspace(0.5, 2, 8), np.linspace(-1, 1, 8)
     np.testing.assert_allclose(layer_norm(3.0 * x + 7.0, g, b, eps=0.0),
                                layer_norm(x, g, b, eps=0.0), atol=1e-12)
+
+
+@pytest.mark.parametrize("norm", [LayerNorm, RMSNorm])
+def test_float16_tokens_are_normalised_in_float32(norm):
+    x = np.array([[300, -300, 0, 0], [1, 2, 3, 4]], np.float16)  # 300**2 overflows float16
+    layer = norm(4, dtype=np.float16)
+    y = layer.forward(x)
+    assert y.dtype == np.float16
+    np.testing.assert_allclose(y, norm(4).forward(x.astype(np.float64)), rtol=2e-3, atol=2e-3)
+    d_x = layer.backward(np.ones_like(y))
+    assert d_x.dtype == np.float16 and np.isfinite(d_x).all()
+
+
+def test_eps_0_is_refused_only_for_a_token_it_cannot_normalise():
+    x = np.random.default_rng(1).standard_normal((3, 4))
+    assert np.isfinite(LayerNorm(4, eps=0.0).forward(x)).all()
+    with pytest.raises(ValueError, match="cannot be normalised with eps=0"):
+        LayerNorm(4, eps=0.0).forward(np.vstack([x, np.full((1, 4), 2.0)]))
 
 
 def test_constant_token_gives_beta_not_nan():

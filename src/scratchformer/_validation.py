@@ -67,13 +67,35 @@ def generator(rng, name: str = "rng") -> np.random.Generator:
     return rng
 
 
-def non_negative_float(value, name: str) -> float:
-    """``value`` as a float if it is a finite real number >= 0."""
+def real_number(value, name: str) -> float:
+    """``value`` as a float if it is a real number (not a bool, a string or an array)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
         raise TypeError(f"{name} must be a real number, got {value!r}")
-    number = float(value)
+    return float(value)
+
+
+def non_negative_float(value, name: str) -> float:
+    """``value`` as a float if it is a finite real number >= 0."""
+    number = real_number(value, name)
     if not (np.isfinite(number) and number >= 0):
         raise ValueError(f"{name} must be finite and non-negative, got {value!r}")
+    return number
+
+
+def positive_float(value, name: str) -> float:
+    """``value`` as a float if it is a finite real number > 0."""
+    number = real_number(value, name)
+    if not (np.isfinite(number) and number > 0):
+        raise ValueError(f"{name} must be finite and positive, got {value!r}")
+    return number
+
+
+def fraction(value, name: str, *, zero: bool = True) -> float:
+    """``value`` as a float if it lies in [0, 1] (in (0, 1] when ``zero`` is False)."""
+    number = real_number(value, name)
+    if not (0 <= number <= 1 and (zero or number > 0)):
+        interval = "[0, 1]" if zero else "(0, 1]"
+        raise ValueError(f"{name} must lie in {interval}, got {value!r}")
     return number
 
 
@@ -166,4 +188,60 @@ def token_ids(tokens, vocab_size: int, name: str = "tokens", *, min_ndim: int = 
     if arr.size and (arr.min() < 0 or arr.max() >= vocab_size):
         raise ValueError(f"{name} must lie in [0, {vocab_size}) (the vocabulary), got values "
                          f"from {arr.min()} to {arr.max()}")
+    return arr
+
+
+def sampling_logits(logits, temperature, top_k, top_p, rng) -> np.ndarray:
+    """``logits`` as a finite (batch, vocab_size) array, once the settings of
+    :func:`scratchformer.next_token` are checked: ``temperature`` finite and >= 0 (0 is
+    greedy), ``top_k`` None or a positive integer, ``top_p`` None or in (0, 1], ``rng`` a
+    generator, and given when ``temperature > 0``. The values themselves are not converted:
+    the sampler computes with them as given."""
+    if non_negative_float(temperature, "temperature") > 0 and rng is None:
+        raise ValueError("sampling (temperature > 0) draws from rng: pass a "
+                         "numpy.random.Generator")
+    if rng is not None:
+        generator(rng)
+    if top_k is not None:
+        positive_int(top_k, "top_k")
+    if top_p is not None:
+        fraction(top_p, "top_p", zero=False)
+    checked = as_float_array(logits, "logits")
+    if checked.ndim != 2 or checked.shape[-1] == 0:
+        raise ValueError(f"logits must have shape (batch, vocab_size), got shape "
+                         f"{checked.shape}")
+    require_finite(checked, "logits")
+    if isinstance(logits, np.ndarray) and np.issubdtype(logits.dtype, np.integer):
+        return logits  # integer logits are computed with as they are
+    return checked
+
+
+def class_ids(targets, logits_shape, name: str = "targets") -> np.ndarray:
+    """``targets`` as an integer array of shape ``logits_shape[:-1]`` whose entries lie in
+    ``[0, logits_shape[-1])``: the class of each row of logits."""
+    arr = np.asarray(targets)
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must be integer class ids, got dtype {arr.dtype}")
+    if len(logits_shape) < 1 or arr.shape != tuple(logits_shape[:-1]):
+        raise ValueError(f"logits of shape {tuple(logits_shape)} need {name} of shape "
+                         f"{tuple(logits_shape[:-1])}, got {arr.shape}")
+    n_classes = logits_shape[-1]
+    if arr.size and (arr.min() < 0 or arr.max() >= n_classes):
+        raise ValueError(f"{name} must lie in [0, {n_classes}), got values from "
+                         f"{arr.min()} to {arr.max()}")
+    return arr
+
+
+def excluded(exclude, n: int, what: str) -> np.ndarray:
+    """``exclude`` (the numbers of the held-out items a sample must avoid) as an int64 array,
+    refused when it covers all ``n`` items: a sample would then never end."""
+    arr = np.asarray(exclude)
+    if arr.size == 0:
+        return arr.astype(np.int64)
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"exclude must hold integer {what} numbers, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    # cheap on the usual path: only an exclude as long as all the items can cover them
+    if arr.size >= n and np.unique(arr[(arr >= 0) & (arr < n)]).size >= n:
+        raise ValueError(f"exclude covers all {n} {what}s: there is none left to sample")
     return arr

@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from ._validation import positive_int
+from ._validation import excluded, positive_int
 from .generation import generate
 from .model import cross_entropy
 from .tasks import Split, Task, parts_by_rows
@@ -75,6 +75,9 @@ class AdditionTask(Task):
     def problems(self, numbers):
         """The batch ``(prompts, answers)`` of the problems numbered ``numbers``."""
         numbers = np.asarray(numbers, np.int64)
+        if numbers.size and (numbers.min() < 0 or numbers.max() >= self.n_problems):
+            raise ValueError(f"numbers must lie in [0, {self.n_problems}) (the problems), "
+                             f"got values from {numbers.min()} to {numbers.max()}")
         a, b = np.divmod(numbers, 10 ** self.n_digits)
         prompts = np.concatenate([self.digits(a, self.n_digits),
                                   self.digits(b, self.n_digits)], axis=-1)
@@ -97,6 +100,7 @@ class AdditionTask(Task):
                      exclude=np.sort(held_out).astype(np.int64))
 
     def sample(self, rng, count, exclude):
+        exclude = excluded(exclude, self.n_problems, "problem")
         numbers = rng.integers(0, self.n_problems, size=positive_int(count, "count"))
         while True:
             clash = np.isin(numbers, exclude)

@@ -86,6 +86,9 @@ def check_attention_inputs(q, k, v, mask):
         require_finite(arr, name)
     *_, n_q, d_k = q.shape
     n_k = k.shape[-2]
+    if d_k == 0 or n_k == 0:
+        raise ValueError(f"attention needs at least one key and d_k >= 1: q has shape "
+                         f"{q.shape}, k has shape {k.shape}")
     if k.shape[-1] != d_k:
         raise ValueError(
             f"q and k must share their last axis d_k: q has shape {q.shape}, k has shape {k.shape}"

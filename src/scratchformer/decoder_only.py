@@ -105,6 +105,8 @@ class CausalSelfAttention(AttentionHeads):
         x = features(x, self.d_model, "x", min_ndim=2)
         if cache is None:  # the whole sequence, from position 0
             return self._multi_head(x, x, causal_mask(x.shape[-2]), cross=False)
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
         if self.saves_for_backward:
             raise RuntimeError("a KV cache serves generation: run the model inside "
                                "inference() (no backward pass goes through a cache)")

@@ -14,10 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from ._validation import (
+    as_float_array,
     generator,
     non_negative_float,
     non_negative_int,
     positive_int,
+    require_min_ndim,
+    sampling_logits,
     token_ids,
 )
 
@@ -79,8 +82,9 @@ class KVCache:
         keys, values : ndarray, shape (..., h, position + n_new, d_k)
             Views of the cache, the new entries last.
         """
-        if not 0 <= layer < self.n_layers:
+        if not 0 <= non_negative_int(layer, "layer") < self.n_layers:
             raise ValueError(f"layer must lie in [0, {self.n_layers}), got {layer}")
+        k, v = _keys_values(k, v)
         n_new = k.shape[-2]
         end = self.position + n_new
         if end > self.max_positions:
@@ -95,6 +99,9 @@ class KVCache:
             raise ValueError(f"keys of shape {k.shape} do not fit a cache of shape "
                              f"{keys.shape} (batch, heads and d_k are fixed at the first "
                              "append)")
+        if v.shape[-1] != values.shape[-1]:
+            raise ValueError(f"values of width {v.shape[-1]} do not fit a cache of shape "
+                             f"{values.shape} (d_v is fixed at the first append)")
         keys[..., self.position:end, :] = k
         values[..., self.position:end, :] = v
         return keys[..., :end, :], values[..., :end, :]
@@ -114,6 +121,18 @@ class KVCache:
     def advance(self, n_new):
         """Move the position counter past ``n_new`` tokens (every layer has appended them)."""
         self.position += positive_int(n_new, "n_new")
+
+
+def _keys_values(k, v):
+    """``k`` and ``v`` as floating arrays of shape (..., n_new, d_k) and (..., n_new, d_v):
+    a value for every key."""
+    k, v = as_float_array(k, "k"), as_float_array(v, "v")
+    require_min_ndim(k, 2, "k", "(..., h, n_new, d_k)")
+    require_min_ndim(v, 2, "v", "(..., h, n_new, d_v)")
+    if v.shape[:-1] != k.shape[:-1]:
+        raise ValueError(f"v must have the shape of k but its last axis, {k.shape[:-1]}, "
+                         f"got {v.shape[:-1]} (k of shape {k.shape}, v of shape {v.shape})")
+    return k, v
 
 
 def next_token(logits, *, temperature=0.0, top_k=None, top_p=None, rng=None):
@@ -139,6 +158,7 @@ def next_token(logits, *, temperature=0.0, top_k=None, top_p=None, rng=None):
     -------
     ndarray of int64, shape (batch,)
     """
+    logits = sampling_logits(logits, temperature, top_k, top_p, rng)
     if temperature == 0:
         return logits.argmax(axis=-1).astype(np.int64)
     z = logits - logits.max(axis=-1, keepdims=True)  # <= 0, the maximum exactly 0

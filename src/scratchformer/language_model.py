@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 
 import numpy as np
 
-from ._validation import positive_int
+from ._validation import class_ids, non_negative_int, positive_int, require_finite
 from .model import cross_entropy
 from .tasks import Split, Task, parts_by_rows
 
@@ -99,10 +100,9 @@ class CharTokenizer:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         ids = []
-        pieces = [text]
-        for token in self.special_tokens:  # split on each special token in turn
-            pieces = [part for piece in pieces for part in _split_keep(piece, token)]
-        for piece in pieces:
+        # one pass over the text, each special token matched where it begins, the longest
+        # first ("<e>x" is one token when "<e>" is another), as BPE matches them
+        for piece in _split_specials(text, self.special_tokens):
             if piece in self.special_tokens:
                 ids.append(self.special_tokens[piece])
                 continue
@@ -125,19 +125,21 @@ class CharTokenizer:
         return "".join(self._strings[ids])
 
     def token_bytes(self, token):
-        """The UTF-8 bytes of one token."""
+        """The UTF-8 bytes of one token (an id in ``[0, vocab_size)``)."""
+        if non_negative_int(token, "token") >= self.vocab_size:
+            raise ValueError(f"token must be an id from 0 to {self.vocab_size - 1}, got "
+                             f"{token}")
         return str(self._strings[token]).encode("utf-8")
 
 
-def _split_keep(text, token):
-    parts = text.split(token)
-    out = []
-    for i, part in enumerate(parts):
-        if i:
-            out.append(token)
-        if part:
-            out.append(part)
-    return out
+def _split_specials(text, special_tokens):
+    """``text`` cut into special tokens and the non-empty runs between them, each special
+    token matched where it begins, the longest first (``re`` caches the compiled pattern)."""
+    if not special_tokens:
+        return [text] if text else []
+    longest_first = sorted(special_tokens, key=lambda token: (-len(token), token))
+    pattern = "(" + "|".join(map(re.escape, longest_first)) + ")"
+    return [piece for piece in re.split(pattern, text) if piece]
 
 
 def characters_per_token(tokenizer):
@@ -161,9 +163,11 @@ def log_probabilities(logits, targets):
     """The natural log-probability each row of ``logits`` gives its target: shape of
     ``targets``, float64 (computed as a log-softmax, stable for any finite logits)."""
     logits = np.asarray(logits, dtype=np.float64)
+    require_finite(logits, "logits")
+    targets = class_ids(targets, logits.shape)
     shifted = logits - logits.max(axis=-1, keepdims=True)
     log_total = np.log(np.exp(shifted).sum(axis=-1))
-    picked = np.take_along_axis(shifted, np.asarray(targets)[..., None], axis=-1)[..., 0]
+    picked = np.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
     return picked - log_total
 
 
@@ -286,6 +290,12 @@ class TextTask(Task):
         ``nats_per_token``, ``characters`` and ``accuracy`` (the next token is the most likely
         one)."""
         (windows,) = batch
+        tokens = windows[:, 1:].size
+        characters = int(self.characters[windows[:, 1:]].sum())
+        if characters == 0:  # no windows, or tokens that begin no character
+            raise ValueError(f"bits per character needs windows that spell at least one "
+                             f"character: {len(windows)} windows of {tokens} predicted tokens "
+                             "begin none")
         nats = right = 0.0
         with model.inference():
             for i in range(0, len(windows), batch_size):
@@ -294,8 +304,6 @@ class TextTask(Task):
                 targets = part[:, 1:]
                 nats -= float(log_probabilities(logits, targets).sum())
                 right += float((logits.argmax(axis=-1) == targets).sum())
-        tokens = windows[:, 1:].size
-        characters = int(self.characters[windows[:, 1:]].sum())
         return {"accuracy": right / tokens, "bits_per_char": nats / characters / math.log(2),
                 "nats_per_char": nats / characters, "nats_per_token": nats / tokens,
                 "characters": characters}

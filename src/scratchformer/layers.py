@@ -64,7 +64,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     :doc:`The Transformer block </book/transformer_block>`.
     """
     x, gamma, beta = _norm_inputs(x, eps, gamma=gamma, beta=beta)
-    y, _, _ = _layer_norm(x, gamma, beta, eps)
+    y, _, _ = _normalise(_layer_norm, x, eps, gamma, beta)
     return y
 
 
@@ -80,11 +80,40 @@ def _norm_inputs(x, eps, **params):
         if p.shape != (d_model,):
             raise ValueError(f"{name} must have shape ({d_model},) to match "
                              f"x of shape {x.shape}, got {p.shape}")
+        require_finite(p, name)
         checked.append(p)
-    if not eps >= 0:
-        raise ValueError(f"eps must be non-negative, got {eps}")
+    non_negative_float(eps, "eps")
     require_finite(x, "x")
     return x, *checked
+
+
+def _normalise(norm, x, eps, *params):
+    """``norm(x, *params, eps)`` (:func:`_layer_norm` or :func:`_rms_norm`) of checked inputs,
+    refusing what would come out NaN or zero instead of normalised.
+
+    A float16 ``x`` is normalised in float32 and the results rounded back (as :func:`rope`
+    does): its squares overflow float16 from 256 on, and an infinite variance would make every
+    token ``beta``. A variance that overflows anyway, or ``eps = 0`` with a constant token,
+    is an error.
+    """
+    half = x.dtype == np.float16
+    if half:
+        x = x.astype(np.float32)
+    if eps == 0:  # a constant token divides by zero: refused below, without a warning
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y, x_hat, inv = norm(x, *params, eps)
+    else:
+        y, x_hat, inv = norm(x, *params, eps)
+    if eps == 0 and not np.isfinite(inv).all():
+        raise ValueError("a token with no spread (constant, or zero for RMS norm) cannot be "
+                         "normalised with eps=0: give eps > 0")
+    if not inv.all():  # 1 / sqrt(inf): the variance overflowed the dtype
+        raise ValueError(f"the variance of a token overflowed {inv.dtype}: x of absolute "
+                         f"value up to {np.abs(x).max():g} is too large to normalise")
+    if half:
+        y = y.astype(np.result_type(np.float16, *params))
+        x_hat, inv = x_hat.astype(np.float16), inv.astype(np.float16)
+    return y, x_hat, inv
 
 
 def _layer_norm(x, gamma, beta, eps):
@@ -174,7 +203,7 @@ def rms_norm(x, gamma, eps=1e-5):
     and one subtraction fewer per token. PyTorch's ``nn.RMSNorm``; Llama's ``LlamaRMSNorm``.
     """
     x, gamma = _norm_inputs(x, eps, gamma=gamma)
-    return _rms_norm(x, gamma, eps)[0]
+    return _normalise(_rms_norm, x, eps, gamma)[0]
 
 
 def _rms_norm(x, gamma, eps):
@@ -237,7 +266,7 @@ class LayerNorm(Layer):
         """``layer_norm(x, gamma, beta, eps)``; shape (..., d_model) in and out."""
         p = self.params
         x = features(x, p["gamma"].shape[0], "x")
-        y, x_hat, inv_std = _layer_norm(x, p["gamma"], p["beta"], self.eps)
+        y, x_hat, inv_std = _normalise(_layer_norm, x, self.eps, p["gamma"], p["beta"])
         self._save(x_hat=x_hat, inv_std=inv_std)
         return y
 
@@ -284,7 +313,7 @@ class RMSNorm(Layer):
         """``rms_norm(x, gamma, eps)``; shape (..., d_model) in and out."""
         gamma = self.params["gamma"]
         x = features(x, gamma.shape[0], "x")
-        y, x_hat, inv_rms = _rms_norm(x, gamma, self.eps)
+        y, x_hat, inv_rms = _normalise(_rms_norm, x, self.eps, gamma)
         self._save(x_hat=x_hat, inv_rms=inv_rms)
         return y
 
@@ -403,6 +432,7 @@ def silu(x):
     precision far into the negative tail (where :math:`1 - \sigma(-x)` would cancel).
     """
     x = as_float_array(x, "x")
+    require_finite(x, "x")
     return x * _sigmoid(x)
 
 
@@ -440,6 +470,7 @@ def gelu(x):
     gate is already exactly 0 or 1 (so :math:`x^3` never overflows).
     """
     x = as_float_array(x, "x")
+    require_finite(x, "x")
     return _gelu(x)
 
 

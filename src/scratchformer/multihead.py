@@ -388,6 +388,9 @@ class MultiHeadAttention(AttentionHeads):
                                shape_doc=f"(..., n_k, {self.d_model})")
         else:
             context = x
+        if x.shape[-2] == 0 or context.shape[-2] == 0:
+            raise ValueError(f"attention needs at least one query and one key: x has shape "
+                             f"{x.shape}, context {context.shape}")
         try:
             batch = np.broadcast_shapes(x.shape[:-2], context.shape[:-2])
         except ValueError:

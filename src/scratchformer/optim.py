@@ -12,6 +12,16 @@ import math
 
 import numpy as np
 
+from ._validation import (
+    fraction,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    real_number,
+)
+from .module import Layer
+
 __all__ = ["Adam", "warmup_cosine", "clip_grad_norm", "grad_norm", "gradients"]
 
 
@@ -94,6 +104,7 @@ def warmup_cosine(step, *, peak, warmup, total, final=0.0):
               c_t = \tfrac12\bigl(1 + \cos \pi \tfrac{t-w}{T-w}\bigr)
               \end{gathered}
     """
+    _check_schedule(step, peak, warmup, total, final)
     if warmup < 0 or total <= warmup:
         raise ValueError(f"need 0 <= warmup < total, got warmup={warmup}, "
                          f"total={total}")
@@ -102,6 +113,16 @@ def warmup_cosine(step, *, peak, warmup, total, final=0.0):
     progress = min(1.0, (step - warmup) / (total - warmup))
     cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
     return peak * (final + (1.0 - final) * cosine)
+
+
+def _check_schedule(step, peak, warmup, total, final):
+    """The arguments of :func:`warmup_cosine` (checked, not converted): whole numbers of
+    steps, a finite positive peak, and a final fraction in [0, 1]."""
+    non_negative_int(step, "step")
+    positive_float(peak, "peak")
+    non_negative_int(warmup, "warmup")
+    positive_int(total, "total")
+    fraction(final, "final")
 
 
 class Adam:
@@ -135,11 +156,16 @@ class Adam:
     """
 
     def __init__(self, model, *, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0):
-        beta1, beta2 = betas
-        if not (0 <= beta1 < 1 and 0 <= beta2 < 1):
+        if not isinstance(model, Layer):
+            raise TypeError(f"model must be a scratchformer Layer, got {type(model).__name__}")
+        try:
+            beta1, beta2 = betas
+        except (TypeError, ValueError):
+            raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}") from None
+        if not (0 <= real_number(beta1, "beta1") < 1 and 0 <= real_number(beta2, "beta2") < 1):
             raise ValueError(f"betas must lie in [0, 1), got {betas}")
-        if not eps > 0 or not weight_decay >= 0:
-            raise ValueError(f"need eps > 0 and weight_decay >= 0, got {eps}, {weight_decay}")
+        positive_float(eps, "eps")
+        non_negative_float(weight_decay, "weight_decay")
         self.model = model
         self.betas, self.eps, self.weight_decay = (beta1, beta2), float(eps), float(weight_decay)
         self.steps = 0
@@ -172,12 +198,18 @@ class Adam:
 
         ``listed``: the model's :func:`gradients`, when the caller has them already. Raises
         ``ValueError`` if the model's parameters are no longer those (names, shapes, dtypes)
-        the optimiser was made for.
+        the optimiser was made for, if ``lr`` is not finite and >= 0, or if a gradient holds
+        NaN or inf (naming its parameter; nothing is updated).
         """
+        non_negative_float(lr, "lr")
         listed = gradients(self.model) if listed is None else listed
         if [(name, param.shape, param.dtype) for name, param, _ in listed] != self._layout:
             raise ValueError("the model's parameters (names, shapes or dtypes) changed since "
                              "the optimiser was made: make a new one")
+        for name, _, grad in listed:  # NaN or inf would spread into every parameter
+            if not np.isfinite(grad).all():
+                raise ValueError(f"the gradient for {name} is not finite (NaN or inf): "
+                                 "the model has diverged")
         beta1, beta2 = self.betas
         self.steps += 1
         # Bias corrections (Python floats, so that float32 stays float32).

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_float_array, require_finite, require_min_ndim
+from ._validation import as_float_array, positive_int, require_finite, require_min_ndim
 from .positional import BASE, frequencies
 
 __all__ = ["rope", "rope_backward", "rope_half_split", "half_split_permutation"]
@@ -41,10 +41,12 @@ def _cos_sin(positions, shape, dtype, base):
     positions = as_float_array(positions, "positions")
     require_finite(positions, "positions")
     try:
-        np.broadcast_shapes(positions.shape, shape[:-1])
+        fits = np.broadcast_shapes(positions.shape, shape[:-1]) == shape[:-1]
     except ValueError:
+        fits = False
+    if not fits:  # broadcasting to more axes would change the shape of the result
         raise ValueError(f"positions of shape {positions.shape} do not broadcast to the "
-                         f"tokens' axes {shape[:-1]} of x (shape {shape})") from None
+                         f"tokens' axes {shape[:-1]} of x (shape {shape})")
     # (..., n, 1) * (d/2,) -> (..., n, d/2), in float64 whatever x is: angles of large
     # positions need the digits.
     angles = positions[..., None] * frequencies(d, base)
@@ -148,7 +150,7 @@ def half_split_permutation(d):
         ``2i + 1`` at ``i + d/2``, so that
         ``rope_half_split(x[..., p], m) == rope(x, m)[..., p]``.
     """
-    d = int(d)
+    d = positive_int(d, "d")
     if d < 2 or d % 2:
         raise ValueError(f"d must be even and at least 2, got {d}")
     return np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])

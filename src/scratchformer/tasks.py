@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from ._validation import choice, positive_int
+from ._validation import choice, excluded, positive_int
 from .model import cross_entropy
 
 __all__ = ["Task", "Split", "LabellingTask"]
@@ -179,6 +179,7 @@ class LabellingTask(Task):
                      exclude=exclude)
 
     def sample(self, rng, count, exclude):
+        exclude = excluded(exclude, self.n_sequences, "sequence")
         tokens = self._draw(rng, positive_int(count, "count"), exclude)
         return tokens, self.targets(tokens)
 

@@ -20,7 +20,7 @@ import functools
 
 import numpy as np
 
-from ._validation import non_negative_float, positive_int
+from ._validation import excluded, non_negative_float, positive_int
 from .decoding import greedy_decode
 from .seq2seq import sequence_cross_entropy
 from .tasks import Split, Task
@@ -218,6 +218,7 @@ class TranslationTask(Task):
                      exclude=np.sort(held).astype(np.int64))
 
     def sample(self, rng, count, exclude):
+        exclude = excluded(exclude, len(NUMBERS), "number")
         pool = np.setdiff1d(np.arange(len(NUMBERS)), exclude)
         return self.batch(rng.choice(pool, size=positive_int(count, "count")))
 

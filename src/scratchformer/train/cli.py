@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import math
 
 import numpy as np
 
@@ -78,8 +79,10 @@ def main(argv=None):
     text = args.task == TEXT_TASK
     if not text and (args.tokenizer is not None or args.seconds is not None):
         parser.error("--tokenizer and --seconds apply to --task text only")
-    if args.seconds is not None and not args.seconds > 0:
-        parser.error(f"--seconds must be positive, got {args.seconds:g}")
+    if args.seconds is not None and not (math.isfinite(args.seconds) and args.seconds > 0):
+        parser.error(f"--seconds must be finite and positive, got {args.seconds:g}")
+    if args.seed < 0:
+        parser.error(f"--seed must be a non-negative integer, got {args.seed}")
     adder = args.task == "add"
     if not adder and args.positions is not None:
         parser.error("--positions applies to the adder (--task add) only")

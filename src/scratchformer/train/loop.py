@@ -22,7 +22,13 @@ import weakref
 import numpy as np
 
 from .._threads import blas_threads, cores, parallel_map, shares
-from .._validation import positive_int
+from .._validation import (
+    fraction,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from ..dropout import Dropout, spawn_generator
 from ..module import Layer
 from ..optim import Adam, clip_grad_norm, grad_norm, gradients, warmup_cosine
@@ -58,13 +64,22 @@ class TrainConfig:
     def __post_init__(self):
         for name in ("batch_size", "max_steps", "eval_every", "n_valid", "n_test"):
             positive_int(getattr(self, name), name)
-        if self.cpu_seconds is not None and not self.cpu_seconds > 0:
-            raise ValueError(f"cpu_seconds must be positive or None, got {self.cpu_seconds}")
+        if self.cpu_seconds is not None and not (math.isfinite(self.cpu_seconds)
+                                                 and self.cpu_seconds > 0):
+            raise ValueError(f"cpu_seconds must be positive (and finite) or None, got "
+                             f"{self.cpu_seconds}")
+        non_negative_int(self.warmup_steps, "warmup_steps")
         if not 0 <= self.warmup_steps < self.max_steps:
             raise ValueError(f"need 0 <= warmup_steps < max_steps, got {self.warmup_steps} "
                              f"and {self.max_steps}")
-        if not self.peak_lr > 0:
-            raise ValueError(f"peak_lr must be positive, got {self.peak_lr}")
+        positive_float(self.peak_lr, "peak_lr")
+        fraction(self.final_lr_fraction, "final_lr_fraction")
+        non_negative_float(self.weight_decay, "weight_decay")
+        if self.clip_norm is not None:
+            positive_float(self.clip_norm, "clip_norm")
+        if self.target_accuracy is not None:
+            fraction(self.target_accuracy, "target_accuracy")
+        non_negative_int(self.seed, "seed")
 
 
 @dataclasses.dataclass
