@@ -247,6 +247,23 @@ def table_faults(page) -> list[str]:
     return faults
 
 
+# -- Code: a line of a code cell is read whole on a desktop screen
+
+CODE_OVER = """() => [...document.querySelectorAll('article div.highlight pre')]
+  .filter(pre => !pre.closest('.cell_output') && pre.getClientRects().length)
+  .map(pre => ({over: pre.scrollWidth - pre.clientWidth,
+                line: pre.innerText.split('\\n').reduce((a, b) => b.length > a.length ? b : a)}))
+  .filter(block => block.over > 1)"""
+
+
+def code_faults(page) -> list[str]:
+    """Code (not its output) that scrolls sideways on a desktop screen: its lines are at most
+    79 characters (test_named_code), which book.css fits in the column at every width where
+    both sidebars show. Call it after the folds are open, so folded code is measured too."""
+    return [f"code scrolls sideways by {block['over']}px: {block['line'].strip()!r}"
+            for block in page.evaluate(CODE_OVER)]
+
+
 # -- Formulas: each seen whole, on the screen and on paper
 
 WIDTHS = {"desktop": 1280, "phone": 375}

@@ -26,6 +26,7 @@ from pages import (
     TABLES,
     WIDTHS,
     accessibility_faults,
+    code_faults,
     figure_faults,
     formula_faults,
     load_faults,
@@ -74,6 +75,8 @@ def test_page(browser, reader, site_url, axe_source, path, viewport, scheme):
         if viewport == "desktop":
             faults += accessibility_faults(page, axe_source)
         faults += formula_faults(measure_formulas(page), viewport)  # opens every fold
+        if viewport == "desktop":
+            faults += code_faults(page)
         if viewport == "desktop" and scheme == "light":
             faults += print_faults(measure_formulas(printed(page)))
         if problems["pageerror"][loaded:]:  # thrown while the checks opened folds or printed
@@ -355,3 +358,19 @@ def test_the_table_check_finds_wide_tables_and_catches_a_cut_one(browser, site_u
     assert wide and passed == []
     assert len(unmarked) == len(wide) and "without showing it" in unmarked[0]
     assert len(cut) == len(wide) and "cut at the column's edge" in cut[0]
+
+
+def test_code_is_read_whole_at_the_narrowest_desktop_column(browser, site_url):
+    """At 1200 px, where both sidebars first show, the column is narrowest: the warm-up
+    chapter's code fits it (book.css shrinks the code's font there); at the theme's 14 px, its
+    79-character lines scroll, and the sweep's check says so."""
+    page, problems = visit(browser, site_url, "book/warmup.html", {"width": 1200, "height": 900})
+    try:
+        fits = code_faults(page)
+        page.evaluate("""() => document.querySelectorAll('article div.highlight pre')
+            .forEach(pre => { pre.style.fontSize = '14px'; })""")
+        scrolls = code_faults(page)
+    finally:
+        page.context.close()
+    assert fits == [] and problems["pageerror"] == []
+    assert scrolls and "code scrolls sideways by" in scrolls[0]
