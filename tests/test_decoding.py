@@ -192,3 +192,12 @@ def test_decoding_saves_nothing_for_backward():
     model = _model(8)
     sf.greedy_decode(model, _sources(8), bos_id=BOS, eos_id=EOS, max_length=3)
     assert all(layer._saved is None for _, layer in model._tree())
+
+
+def test_beam_search_of_no_source_returns_no_row_as_greedy_does():
+    model, sources = _model(0), _sources(0)[:0]  # shape (0, n): a batch of no source
+    tokens, scores = sf.beam_search(model, sources, bos_id=1, eos_id=2, max_length=3,
+                                    beam_width=2)
+    greedy = sf.greedy_decode(model, sources, bos_id=1, eos_id=2, max_length=3)
+    assert tokens.shape == greedy.shape == (0, 0) and tokens.dtype == np.int64
+    assert scores.shape == (0,) and scores.dtype == np.float64

@@ -25,6 +25,7 @@ import pytest
 import scratchformer as sf
 from conftest import layer_classes
 from scratchformer.language_model import CharTokenizer, log_probabilities
+from scratchformer.pretrained import llama_options
 from scratchformer.train import TrainConfig, book_model, train
 
 
@@ -442,6 +443,23 @@ def _adam_step(lr, bad_gradient=None):
     return optimiser.step(lr)
 
 
+def _attention_backward(d_out):
+    q, k, v = np.ones((3, 4)), np.ones((5, 4)), np.ones((5, 2))
+    _, weights = sf.scaled_dot_product_attention(q, k, v)
+    return sf.attention_backward(d_out, q, k, v, weights)
+
+
+def _translator():
+    return sf.EncoderDecoderModel(vocab_size=6, target_vocab_size=7, d_model=8, n_heads=2,
+                                  d_ff=8, n_layers=1)
+
+
+_LLAMA = {"general.architecture": "llama", "llama.embedding_length": 8,
+          "llama.attention.head_count": 2, "llama.block_count": 1,
+          "llama.feed_forward_length": 16, "llama.attention.layer_norm_rms_epsilon": 1e-5,
+          "llama.context_length": 32, "llama.vocab_size": 10}
+
+
 BAD_INPUTS = [
     # (what, call, error, message)
     ("Linear: a float size", lambda: sf.Linear(4.0, 3), TypeError,
@@ -768,6 +786,129 @@ BAD_INPUTS = [
      r"betas must be a pair \(beta1, beta2\)"),
     ("Adam: not a model", lambda: sf.Adam("model"), TypeError,
      "model must be a scratchformer Layer, got str"),
+    # the exported backward functions check their arguments
+    ("attention_backward: d_out of another width", lambda: _attention_backward(
+        np.ones((3, 7))), ValueError,
+     r"d_out must have the output's shape \(\.\.\., n_q, d_v\) = \(\.\.\., 3, 2\), got "
+     r"\(3, 7\)"),
+    ("attention_backward: NaN in d_out", lambda: _attention_backward(
+        [[1.0, np.nan]] * 3), ValueError, "d_out must be finite"),
+    ("attention_backward: weights of another shape", lambda: sf.attention_backward(
+        np.ones((3, 2)), np.ones((3, 4)), np.ones((5, 4)), np.ones((5, 2)), np.ones((3, 4))),
+     ValueError, r"weights must have shape \(\.\.\., n_q, n_k\) = \(\.\.\., 3, 5\)"),
+    ("softmax_backward: shapes differ", lambda: sf.softmax_backward(
+        np.ones((2, 3)) / 3, np.ones((2, 4))), ValueError,
+     r"d_weights must have the shape of weights \(2, 3\), got \(2, 4\)"),
+    ("softmax_backward: NaN", lambda: sf.softmax_backward(
+        np.array([[0.5, 0.5]]), np.array([[np.nan, 2.0]])), ValueError,
+     "d_weights must be finite, but 1 of its entries are NaN or infinite"),
+    ("layer_norm_backward: d_y of another shape", lambda: sf.layer_norm_backward(
+        np.ones((2, 3)), np.ones((2, 4)), np.ones((2, 1)), np.ones(4)), ValueError,
+     r"d_y must have the shape of x_hat \(2, 4\), got \(2, 3\)"),
+    ("rms_norm_backward: gamma of another width", lambda: sf.rms_norm_backward(
+        np.ones((2, 4)), np.ones((2, 4)), np.ones((2, 1)), np.ones(3)), ValueError,
+     r"gamma must have shape \(4,\) to match x_hat of shape \(2, 4\), got \(3,\)"),
+    ("rms_norm_backward: inf in inv_rms", lambda: sf.rms_norm_backward(
+        np.ones((2, 4)), np.ones((2, 4)), [[1.0], [np.inf]], np.ones(4)), ValueError,
+     "inv_rms must be finite"),
+    # every layer's backward checks the gradient's shape against its output's
+    ("Linear.backward: d_y of another width", lambda: _backward_of(
+        sf.Linear(2, 2), np.ones((3, 2)), np.ones((3, 5))), ValueError,
+     r"d_y must have the output's shape \(3, 2\), got \(3, 5\)"),
+    ("Linear.backward: d_y of more tokens", lambda: _backward_of(
+        sf.Linear(2, 2), np.ones((3, 2)), np.ones((4, 2))), ValueError,
+     r"d_y must have the output's shape \(3, 2\), got \(4, 2\)"),
+    ("FeedForward.backward: d_y of another width", lambda: _backward_of(
+        sf.FeedForward(2, 4), np.ones((3, 2)), np.ones((3, 5))), ValueError,
+     r"d_y must have the output's shape \(3, 2\), got \(3, 5\)"),
+    ("SwiGLU.backward: d_y of another width", lambda: _backward_of(
+        sf.SwiGLU(2, 4), np.ones((3, 2)), np.ones((3, 5))), ValueError,
+     r"d_y must have the output's shape \(3, 2\), got \(3, 5\)"),
+    ("LayerNorm.backward: d_y of another width", lambda: _backward_of(
+        sf.LayerNorm(2), np.ones((3, 2)) + np.arange(2), np.ones((3, 5))), ValueError,
+     r"d_y must have the output's shape \(3, 2\), got \(3, 5\)"),
+    ("RMSNorm.backward: d_y of another width", lambda: _backward_of(
+        sf.RMSNorm(2), np.ones((3, 2)), np.ones((3, 5))), ValueError,
+     r"d_y must have the output's shape \(3, 2\), got \(3, 5\)"),
+    ("Embedding.backward: d_y of more tokens", lambda: _backward_of(
+        sf.Embedding(5, 4), [1, 2], np.ones((3, 4))), ValueError,
+     r"d_y must have the output's shape \(2, 4\), got \(3, 4\)"),
+    ("Dropout.backward: dy of another shape", lambda: _backward_of(
+        sf.Dropout(0.5, rng=_rng()), np.ones(3), np.ones(4)), ValueError,
+     r"dy must have the output's shape \(3,\), got \(4,\)"),
+    ("Dropout(p=0).backward: dy of another shape", lambda: _backward_of(
+        sf.Dropout(0.0), np.ones(3), np.ones(4)), ValueError,
+     r"dy must have the output's shape \(3,\), got \(4,\)"),
+    ("DecoderModel.backward (tied head): d_logits of another width", lambda: _backward_of(
+        sf.DecoderModel(vocab_size=7, d_model=8, n_heads=2, d_ff=8, n_layers=1,
+                        max_positions=8, tie_embeddings=True), [[1, 2]], np.ones((1, 2, 5))),
+     ValueError, r"d_logits must have the output's shape \(1, 2, 7\), got \(1, 2, 5\)"),
+    # decoding
+    ("beam_search: an alpha whose length penalty overflows", lambda: sf.beam_search(
+        _translator(), [[1, 2, 3]], bos_id=1, eos_id=2, max_length=3, beam_width=2,
+        alpha=1e3), ValueError,
+     "alpha=1000.0 is too large for max_length=3: max_length \\*\\* alpha overflows"),
+    ("sequence_log_probability: bos_id outside", lambda: sf.sequence_log_probability(
+        _translator(), [[1, 2, 3]], [[2, 3]], bos_id=99), ValueError,
+     r"bos_id must lie in \[0, 7\) \(the target vocabulary\), got 99"),
+    # the Llama reader's metadata
+    ("llama_options: 0 heads", lambda: llama_options(
+        _LLAMA | {"llama.attention.head_count": 0}), ValueError,
+     "llama.attention.head_count must be a positive integer, got 0"),
+    ("llama_options: a string head count", lambda: llama_options(
+        _LLAMA | {"llama.attention.head_count": "two"}), TypeError,
+     "llama.attention.head_count must be a positive integer, got 'two'"),
+    ("llama_options: a float width", lambda: llama_options(
+        _LLAMA | {"llama.embedding_length": 8.9}), TypeError,
+     "llama.embedding_length must be a positive integer, got 8.9"),
+    ("llama_options: tokens that are not a list", lambda: llama_options(
+        {k: v for k, v in _LLAMA.items() if k != "llama.vocab_size"}
+        | {"tokenizer.ggml.tokens": 5}), TypeError,
+     "tokenizer.ggml.tokens must be a list of tokens, got int"),
+    # chrF's beta
+    ("chrf: an infinite beta", lambda: sf.chrf("abc", "abd", beta=np.inf), ValueError,
+     "beta must be a positive number whose square is finite"),
+    ("chrf: a beta whose square overflows", lambda: sf.chrf("abc", "abd", beta=1e200),
+     ValueError, "beta must be a positive number whose square is finite"),
+    # a cross-entropy that overflows the logits' dtype
+    ("cross_entropy: float16 logits 120000 apart", lambda: sf.cross_entropy(
+        np.array([[60000.0, -60000.0]], np.float16), np.array([1])), ValueError,
+     "the cross-entropy overflowed float16"),
+    ("sequence_cross_entropy: float16 logits 120000 apart", lambda: sf.sequence_cross_entropy(
+        np.array([[60000.0, -60000.0]], np.float16), np.array([1])), ValueError,
+     "the cross-entropy overflowed float16"),
+    ("sequence_cross_entropy: float64 logits 2e308 apart", lambda: sf.sequence_cross_entropy(
+        np.array([[1e308, -1e308]]), np.array([1])), ValueError,
+     "the cross-entropy overflowed float64"),
+    # the gradient checker
+    ("numerical_gradient: eps 0", lambda: sf.numerical_gradient(
+        lambda: 1.0, np.zeros(2), eps=0), ValueError, "eps must be finite and positive, got 0"),
+    ("numerical_gradient: NaN eps", lambda: sf.numerical_gradient(
+        lambda: 1.0, np.zeros(2), eps=np.nan), ValueError,
+     "eps must be finite and positive, got nan"),
+    ("randomize_parameters: NaN scale", lambda: sf.randomize_parameters(
+        sf.Linear(2, 2), _rng(), scale=np.nan), ValueError,
+     "scale must be finite and non-negative, got nan"),
+    ("randomize_parameters: no rng", lambda: sf.randomize_parameters(sf.Linear(2, 2), None),
+     TypeError, "rng must be a numpy.random.Generator, got NoneType"),
+    # heads and masks
+    ("split_heads: one axis", lambda: sf.split_heads(np.zeros(8), 2), ValueError,
+     r"x must have at least 2 axes with shape \(\.\.\., n, d_model\), got shape \(8,\)"),
+    ("merge_heads: two axes", lambda: sf.merge_heads(np.zeros((3, 4))), ValueError,
+     r"x must have at least 3 axes with shape \(\.\.\., h, n, d_k\), got shape \(3, 4\)"),
+    ("padding_mask: a scalar", lambda: sf.padding_mask(np.array(3), 0), ValueError,
+     r"tokens must have shape \(\.\.\., n\) with n >= 0, got shape \(\)"),
+    ("target_mask: a scalar", lambda: sf.target_mask(np.array(3), 0), ValueError,
+     r"tokens must have shape \(\.\.\., n\) with n >= 1, got shape \(\)"),
+    ("target_mask: no tokens", lambda: sf.target_mask(np.zeros((1, 0), int), 0), ValueError,
+     r"tokens must have shape \(\.\.\., n\) with n >= 1, got shape \(1, 0\)"),
+    # the shift of rotation_matrix
+    ("rotation_matrix: a string shift", lambda: sf.rotation_matrix("abc", 4), TypeError,
+     "the shift k must be a real number, got 'abc'"),
+    ("rotation_matrix: an array shift", lambda: sf.rotation_matrix(np.array([1.0, 2.0]), 4),
+     TypeError, "the shift k must be a real number"),
+    ("rotation_matrix: a bool shift", lambda: sf.rotation_matrix(True, 4), TypeError,
+     "the shift k must be a real number, got True"),
 ]
 
 

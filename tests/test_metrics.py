@@ -6,6 +6,7 @@ fraction those counts give, not a number read off the code.
 
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -131,3 +132,12 @@ def test_german_numbers_against_sacrebleu(sacrebleu_chrf):
     expected = sacrebleu_chrf.sentence_score(hypothesis, [reference]).score
     assert 100 * sf.chrf(hypothesis, reference) == pytest.approx(expected, rel=1e-12)
     assert 0.5 < sf.chrf(hypothesis, reference) < 1.0
+
+
+def test_numpy_numbers_are_a_beta():
+    """A NumPy scalar is a number like any other (it was refused as 'not a positive number')."""
+    score = sf.chrf("abc", "abd", beta=2)
+    assert sf.chrf("abc", "abd", beta=np.float32(2)) == score
+    assert sf.chrf("abc", "abd", beta=np.int64(2)) == score
+    assert sf.corpus_chrf(["abc"], ["abd"], beta=np.float64(2)) == sf.corpus_chrf(["abc"],
+                                                                                   ["abd"])

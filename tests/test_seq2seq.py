@@ -283,3 +283,15 @@ def test_teacher_forcing_beyond_64_positions_holds_to_rounding():
         assert np.abs(step - parallel[:, t]).max() <= 100 * scale
         inexact += not np.array_equal(step, parallel[:, t])
     assert inexact > 0  # the case the theorem's condition excludes does occur
+
+
+def test_a_logit_that_overflows_below_the_others_is_probability_zero_without_smoothing():
+    """float16 cannot hold z - max z = -120000, but the class has probability 0 either way:
+    without label smoothing the loss is that of the target, not NaN (0 * inf); the target's
+    own overflow is refused (the table in test_house)."""
+    logits = np.array([[60000.0, -60000.0]], np.float16)
+    loss, d_logits = sf.sequence_cross_entropy(logits, np.array([0]))
+    assert loss == 0.0 and d_logits.tolist() == [[0.0, 0.0]]
+    assert sf.cross_entropy(logits, np.array([0]))[0] == 0.0
+    with pytest.raises(ValueError, match="the cross-entropy overflowed float16"):
+        sf.sequence_cross_entropy(logits, np.array([0]), label_smoothing=0.1)

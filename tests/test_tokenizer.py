@@ -295,6 +295,11 @@ def test_save_and_load(trained, tmp_path):
     path.write_text('{"format": "something else"}', encoding="utf-8")
     with pytest.raises(ValueError, match="not a tokenizer saved by BPE.save"):
         BPE.load(path)
+    data["byte_ids"] = 7  # not a list: named with the path, as the other malformed fields
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError, match="bpe.json: 'byte_ids' must be a list of 256 ids, "
+                                         "got int"):
+        BPE.load(path)
 
 
 # --- bad input -------------------------------------------------------------------------------

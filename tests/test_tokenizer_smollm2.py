@@ -500,6 +500,13 @@ def test_missing_gguf_metadata_is_refused():
         BPE.from_gguf_metadata(["tokenizer.ggml.model"])
 
 
+@pytest.mark.parametrize("key", ["tokenizer.ggml.tokens", "tokenizer.ggml.merges",
+                                 "tokenizer.ggml.token_type"])
+def test_gguf_metadata_that_is_not_a_list_is_refused(key):
+    with pytest.raises(TypeError, match=f"{key} must be a list, got int"):
+        BPE.from_gguf_metadata(metadata_in_miniature(**{key: 5}))
+
+
 # --- transformers' own reader of GGUF tokenizers ---------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,9 @@ has to guard against NaN, complex numbers or object arrays again.
 
 from __future__ import annotations
 
+import functools
+import inspect
+import math
 import operator
 
 import numpy as np
@@ -152,6 +155,37 @@ def require_min_ndim(arr: np.ndarray, ndim: int, name: str, shape_doc: str) -> N
         )
 
 
+def checked_by(check):
+    """Decorate a function of checked arrays (a kernel, such as a backward pass the book shows)
+    so that a call checks its arguments first: ``check(*args)`` returns them converted, or
+    raises. The layers, which call the kernel every training step with arrays they made
+    themselves, reach it unchecked as ``function.unchecked``: no scan of the arrays there.
+    """
+    def decorate(kernel):
+        signature = inspect.signature(kernel)
+
+        @functools.wraps(kernel)
+        def checked(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            return kernel(*check(*bound.args))
+
+        checked.unchecked = kernel
+        return checked
+    return decorate
+
+
+def output_gradient(d_out, shape, name: str) -> np.ndarray:
+    """``d_out`` as an array if it has ``shape``, the shape of the output it is the gradient of.
+
+    Every ``backward`` calls this first: one shape comparison (it runs every training step),
+    so that a gradient of another shape is named here, not by a product deep inside NumPy.
+    """
+    if np.shape(d_out) != tuple(shape):
+        raise ValueError(f"{name} must have the output's shape {tuple(shape)}, got "
+                         f"{np.shape(d_out)}")
+    return np.asarray(d_out)
+
+
 def features(x, width: int, name: str, *, min_ndim: int = 1,
              shape_doc: str | None = None) -> np.ndarray:
     """``x`` as a finite floating array whose last axis has ``width`` entries.
@@ -230,6 +264,18 @@ def class_ids(targets, logits_shape, name: str = "targets") -> np.ndarray:
         raise ValueError(f"{name} must lie in [0, {n_classes}), got values from "
                          f"{arr.min()} to {arr.max()}")
     return arr
+
+
+def finite_loss(loss: float, dtype) -> float:
+    """``loss`` if it is finite; else the ``ValueError`` of a cross-entropy that overflowed
+    ``dtype``, the logits' (a scalar check: the loss is computed every training step)."""
+    if not math.isfinite(loss):
+        largest = np.finfo(dtype).max
+        raise ValueError(f"the cross-entropy overflowed {np.dtype(dtype)} (it came out {loss}): "
+                         f"a logit lies more than {largest:g} below its row's maximum, or the "
+                         f"loss exceeds {largest:g}; scale the logits down or compute the loss "
+                         f"in a wider dtype")
+    return loss
 
 
 def excluded(exclude, n: int, what: str) -> np.ndarray:

@@ -10,8 +10,15 @@ import math
 
 import numpy as np
 
-from ._validation import as_float_array, positive_int, require_finite, require_min_ndim
-from .functional import softmax_backward, softmax_inplace
+from . import functional
+from ._validation import (
+    as_float_array,
+    checked_by,
+    positive_int,
+    require_finite,
+    require_min_ndim,
+)
+from .functional import softmax_inplace
 
 __all__ = ["scaled_dot_product_attention", "attention_backward", "causal_mask",
            "attention_kernel", "check_attention_inputs"]
@@ -148,6 +155,38 @@ def attention_kernel(q, k, v, mask=None):
     return out, weights
 
 
+def _attention_backward_inputs(d_out, q, k, v, weights):
+    """The arguments of :func:`attention_backward` checked: float arrays, finite, of shapes
+    that fit one another, with the same leading axes."""
+    arrays = {name: as_float_array(a, name) for name, a in
+              (("d_out", d_out), ("q", q), ("k", k), ("v", v), ("weights", weights))}
+    for name, shape_doc in (("d_out", "(..., n_q, d_v)"), ("q", "(..., n_q, d_k)"),
+                            ("k", "(..., n_k, d_k)"), ("v", "(..., n_k, d_v)"),
+                            ("weights", "(..., n_q, n_k)")):
+        require_min_ndim(arrays[name], 2, name, shape_doc)
+    d_out, q, k, v, weights = arrays.values()
+    _check_same_leading_axes(d_out, q, k, v, weights)
+    (n_q, d_k), (n_k, d_v) = q.shape[-2:], v.shape[-2:]
+    if k.shape[-2:] != (n_k, d_k):
+        raise ValueError(f"k must have shape (..., n_k, d_k) = (..., {n_k}, {d_k}), the keys "
+                         f"of v {v.shape} and the width of q {q.shape}, got {k.shape}")
+    if weights.shape[-2:] != (n_q, n_k):
+        raise ValueError(f"weights must have shape (..., n_q, n_k) = (..., {n_q}, {n_k}), "
+                         f"got {weights.shape}")
+    if d_out.shape[-2:] != (n_q, d_v):
+        raise ValueError(f"d_out must have the output's shape (..., n_q, d_v) = "
+                         f"(..., {n_q}, {d_v}), got {d_out.shape}")
+    for name, a in arrays.items():
+        require_finite(a, name)
+    return d_out, q, k, v, weights
+
+
+# Inside attention_backward, which is called with checked arrays, the softmax's gradient need
+# not check them again.
+softmax_backward = functional.softmax_backward.unchecked
+
+
+@checked_by(_attention_backward_inputs)
 def attention_backward(d_out, q, k, v, weights):
     r"""Gradients of scaled dot-product attention: ``q``, ``k`` and ``v``.
 

@@ -19,6 +19,7 @@ from ._validation import (
     floating_dtype,
     generator,
     non_negative_float,
+    output_gradient,
     positive_int,
     token_ids,
 )
@@ -391,6 +392,7 @@ class DecoderModel(ConfiguredModel):
         else:
             x = self._saved_for_backward()["x"]
             table = self.embedding.params["table"]
+            d_logits = output_gradient(d_logits, (*x.shape[:-1], table.shape[0]), "d_logits")
             d_x = d_logits @ table  # (..., n, vocab_size) @ (vocab_size, d_model)
             # (vocab_size, tokens) @ (tokens, d_model): the head's share of the table's gradient
             d_table = d_logits.reshape(-1, table.shape[0]).T @ x.reshape(-1, table.shape[1])

@@ -138,6 +138,11 @@ def beam_search(model, source, *, bos_id, eos_id, max_length, beam_width, alpha=
     source, max_length = _check(model, source, bos_id, eos_id, max_length)
     beam_width = positive_int(beam_width, "beam_width")
     alpha = non_negative_float(alpha, "alpha")
+    try:  # the largest length penalty, L ** alpha, as _beam computes it
+        max_length**alpha
+    except OverflowError:
+        raise ValueError(f"alpha={alpha!r} is too large for max_length={max_length}: "
+                         f"max_length ** alpha overflows float64") from None
     single = source.ndim == 1
     source = source[None] if single else source
     best = []
@@ -145,7 +150,7 @@ def beam_search(model, source, *, bos_id, eos_id, max_length, beam_width, alpha=
         for row in source:
             best.append(_beam(model, row[None], bos_id, eos_id, max_length, beam_width,
                               alpha))
-    width = max(len(tokens) for _, tokens in best)
+    width = max((len(tokens) for _, tokens in best), default=0)  # 0 for no source
     out = np.full((len(best), width), model.config.pad_id, dtype=np.int64)
     for i, (_, tokens) in enumerate(best):
         out[i, :len(tokens)] = tokens
@@ -176,7 +181,11 @@ def sequence_log_probability(model, source, tokens, *, bos_id):
     if source.ndim != 2 or tokens.ndim != 2 or len(source) != len(tokens):
         raise ValueError(f"source and tokens must have shapes (batch, n_s) and (batch, n) "
                          f"with one batch, got {source.shape} and {tokens.shape}")
-    bos = np.full((len(tokens), 1), non_negative_int(bos_id, "bos_id"), dtype=np.int64)
+    bos_id = non_negative_int(bos_id, "bos_id")
+    if bos_id >= model.config.target_vocab_size:
+        raise ValueError(f"bos_id must lie in [0, {model.config.target_vocab_size}) (the "
+                         f"target vocabulary), got {bos_id}")
+    bos = np.full((len(tokens), 1), bos_id, dtype=np.int64)
     inputs = np.concatenate([bos, tokens[:, :-1]], axis=1)  # (batch, n): BOS y_1 ...
     with model.inference():
         logits = model.forward(source, inputs).astype(np.float64)  # (batch, n, K)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_float_array, generator, require_finite
+from ._validation import as_float_array, generator, output_gradient, require_finite
 from .module import Layer
 
 __all__ = ["Dropout"]
@@ -85,19 +85,20 @@ class Dropout(Layer):
         require_finite(x, "x")
         self.mask = None
         if self.p == 0.0 or not self.saves_for_backward:
-            self._save(mask=None)
+            self._save(mask=None, shape=x.shape)
             return x
         keep = self.rng.random(x.shape) >= self.p  # each kept with probability 1 - p
         self.mask = keep * x.dtype.type(1.0 / (1.0 - self.p))  # x's dtype
-        self._save(mask=self.mask)
+        self._save(mask=self.mask, shape=x.shape)
         return x * self.mask
 
     def backward(self, dy):
         """``dy`` times the mask of the last forward (``dy`` itself when nothing was
         dropped)."""
-        mask = self._saved_for_backward()["mask"]
+        saved = self._saved_for_backward()
+        mask = saved["mask"]
         self.grads = {}
-        dy = np.asarray(dy)
+        dy = output_gradient(dy, saved["shape"], "dy")
         return dy if mask is None else dy * mask
 
 

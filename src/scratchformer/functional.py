@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ._validation import as_float_array
+from ._validation import as_float_array, checked_by, require_finite
 
 __all__ = ["softmax", "softmax_jacobian", "softmax_backward"]
 
@@ -135,6 +135,21 @@ def softmax_jacobian(weights):
     return jacobian
 
 
+def _softmax_backward_inputs(weights, d_weights):
+    """The arguments of :func:`softmax_backward`: float arrays of one shape, finite."""
+    weights = as_float_array(weights, "weights")
+    d_weights = as_float_array(d_weights, "d_weights")
+    if weights.ndim < 1:
+        raise ValueError("weights must have at least one axis")
+    if d_weights.shape != weights.shape:
+        raise ValueError(f"d_weights must have the shape of weights {weights.shape}, got "
+                         f"{d_weights.shape}")
+    require_finite(weights, "weights")
+    require_finite(d_weights, "d_weights")
+    return weights, d_weights
+
+
+@checked_by(_softmax_backward_inputs)
 def softmax_backward(weights, d_weights):
     r"""Gradient through a softmax, from its output: :math:`J^\top g`.
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._validation import non_negative_float, positive_float
+
 __all__ = ["numerical_gradient", "relative_error", "gradient_pairs", "randomize_parameters"]
 
 
@@ -29,6 +31,10 @@ def numerical_gradient(f, x, eps=1e-5):
         :math:`i`: error :math:`O(\epsilon^2)` from truncation plus
         :math:`O(u |f| / \epsilon)` from rounding (:math:`u \approx 10^{-16}`).
     """
+    positive_float(eps, "eps")  # checked; the differences use eps as given
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"x must be a float64 ndarray (perturbed in place), got "
+                        f"{type(x).__name__}")
     if x.dtype != np.float64:
         raise TypeError(f"finite differences need float64 (got {x.dtype}): in float32 the "
                         "rounding error swamps the difference")
@@ -127,6 +133,9 @@ def randomize_parameters(layer, rng, scale=0.5):
     scale : float, default 0.5
         Standard deviation of the normal draws (layer-norm ``gamma`` gets 1 added).
     """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    non_negative_float(scale, "scale")  # checked; the draws use scale as given
     for _, owner, key in layer.named_parameters():
         owner.params[key][...] = rng.normal(0.0, scale, owner.params[key].shape)
         if key == "gamma":

@@ -13,11 +13,13 @@ import numpy as np
 
 from ._validation import (
     as_float_array,
+    checked_by,
     choice,
     features,
     floating_dtype,
     generator,
     non_negative_float,
+    output_gradient,
     positive_int,
     require_finite,
     token_ids,
@@ -131,6 +133,30 @@ def _layer_norm(x, gamma, beta, eps):
     return x_hat * gamma + beta, x_hat, inv_std
 
 
+def _norm_backward_inputs(d_y, x_hat, inv, gamma, inv_name="inv_std"):
+    """The arguments of :func:`layer_norm_backward` or :func:`rms_norm_backward` checked:
+    float arrays, finite, ``d_y`` of ``x_hat``'s shape (..., d_model), ``inv`` (..., 1) and
+    ``gamma`` (d_model,)."""
+    arrays = [as_float_array(a, name) for a, name in
+              ((d_y, "d_y"), (x_hat, "x_hat"), (inv, inv_name), (gamma, "gamma"))]
+    d_y, x_hat, inv, gamma = arrays
+    if x_hat.ndim < 1:
+        raise ValueError(f"x_hat must have a feature axis, shape (..., d_model), got shape "
+                         f"{x_hat.shape}")
+    if d_y.shape != x_hat.shape:
+        raise ValueError(f"d_y must have the shape of x_hat {x_hat.shape}, got {d_y.shape}")
+    if inv.shape != (*x_hat.shape[:-1], 1):
+        raise ValueError(f"{inv_name} must have shape {(*x_hat.shape[:-1], 1)} (one per token "
+                         f"of x_hat {x_hat.shape}), got {inv.shape}")
+    if gamma.shape != x_hat.shape[-1:]:
+        raise ValueError(f"gamma must have shape {x_hat.shape[-1:]} to match x_hat of shape "
+                         f"{x_hat.shape}, got {gamma.shape}")
+    for a, name in zip(arrays, ("d_y", "x_hat", inv_name, "gamma")):
+        require_finite(a, name)
+    return arrays
+
+
+@checked_by(_norm_backward_inputs)
 def layer_norm_backward(d_y, x_hat, inv_std, gamma):
     r"""Gradients of :func:`layer_norm` for ``x``, ``gamma`` and ``beta``.
 
@@ -215,6 +241,12 @@ def _rms_norm(x, gamma, eps):
     return x_hat * gamma, x_hat, inv_rms
 
 
+def _rms_norm_backward_inputs(d_y, x_hat, inv_rms, gamma):
+    """The arguments of :func:`rms_norm_backward` checked, as :func:`layer_norm_backward`'s."""
+    return _norm_backward_inputs(d_y, x_hat, inv_rms, gamma, "inv_rms")
+
+
+@checked_by(_rms_norm_backward_inputs)
 def rms_norm_backward(d_y, x_hat, inv_rms, gamma):
     r"""Gradients of :func:`rms_norm` for ``x`` and ``gamma``.
 
@@ -282,7 +314,8 @@ class LayerNorm(Layer):
         d_x : ndarray, shape (..., d_model)
         """
         saved = self._saved_for_backward()
-        d_x, d_gamma, d_beta = layer_norm_backward(
+        d_y = output_gradient(d_y, saved["x_hat"].shape, "d_y")
+        d_x, d_gamma, d_beta = layer_norm_backward.unchecked(
             d_y, saved["x_hat"], saved["inv_std"], self.params["gamma"])
         self.grads = {"gamma": d_gamma, "beta": d_beta}
         return d_x
@@ -321,8 +354,9 @@ class RMSNorm(Layer):
         """Gradient for the input of the last :meth:`forward` (:func:`rms_norm_backward`);
         sets ``grads``."""
         saved = self._saved_for_backward()
-        d_x, d_gamma = rms_norm_backward(d_y, saved["x_hat"], saved["inv_rms"],
-                                         self.params["gamma"])
+        d_y = output_gradient(d_y, saved["x_hat"].shape, "d_y")
+        d_x, d_gamma = rms_norm_backward.unchecked(d_y, saved["x_hat"], saved["inv_rms"],
+                                                   self.params["gamma"])
         self.grads = {"gamma": d_gamma}
         return d_x
 
@@ -411,6 +445,7 @@ class FeedForward(Layer):
         """
         p, saved = self.params, self._saved_for_backward()
         x, hidden = saved["x"], saved["hidden"]
+        d_y = output_gradient(d_y, x.shape, "d_y")  # the output has the input's shape
         d_hidden = d_y @ p["w_2"].T  # (..., d_model) @ (d_model, d_ff) -> (..., d_ff)
         if self.activation == "gelu":
             d_hidden *= _gelu_slope(saved["pre"])
@@ -564,6 +599,7 @@ class SwiGLU(Layer):
         """Gradient with respect to the input of the last :meth:`forward`; sets ``grads``."""
         p, saved = self.params, self._saved_for_backward()
         x, a, b, s = saved["x"], saved["a"], saved["b"], saved["s"]
+        d_y = output_gradient(d_y, x.shape, "d_y")  # the output has the input's shape
         d_hidden = d_y @ p["w_down"].T  # (..., d_ff)
         d_b = d_hidden * saved["gated"]
         d_a = d_hidden * b * s * (1.0 + a * (1.0 - s))
@@ -621,6 +657,7 @@ class Linear(Layer):
         """
         x = self._saved_for_backward()["x"]
         w = self.params["w"]
+        d_y = output_gradient(d_y, (*x.shape[:-1], w.shape[1]), "d_y")
         d_w, d_b = _affine_grads(x, d_y)  # (d_in, d_out), (d_out,)
         self.grads = {"w": d_w, "b": d_b} if "b" in self.params else {"w": d_w}
         return d_y @ w.T  # (..., d_out) @ (d_out, d_in) -> (..., d_in)
@@ -666,6 +703,7 @@ class Embedding(Layer):
         """Sets ``grads["table"]``; returns None (token ids have no gradient)."""
         tokens = self._saved_for_backward()["tokens"]
         table = self.params["table"]
+        d_y = output_gradient(d_y, (*tokens.shape, table.shape[1]), "d_y")
         d_table = np.zeros_like(table)
         np.add.at(d_table, tokens.reshape(-1), d_y.reshape(-1, table.shape[1]))
         self.grads = {"table": d_table}

@@ -9,6 +9,8 @@ and recall averaged over the orders that both strings have.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections import Counter
 
 from ._validation import positive_int
@@ -57,9 +59,15 @@ def _text(value, name: str) -> str:
 
 
 def _beta(beta) -> float:
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not beta > 0:
-        raise ValueError(f"beta must be a positive number, got {beta!r}")
-    return float(beta)
+    """``beta`` as a float if it is a real number (NumPy's too) > 0 whose square is finite:
+    the score weighs recall by ``beta**2``."""
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+        raise TypeError(f"beta must be a positive number, got {beta!r}")
+    number = float(beta)
+    if not (number > 0 and math.isfinite(number * number)):
+        raise ValueError(f"beta must be a positive number whose square is finite (at most "
+                         f"about 1e154), got {beta!r}")
+    return number
 
 
 def chrf(hypothesis, reference, *, order=CHAR_ORDER, beta=BETA):

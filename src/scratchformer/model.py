@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import floating_dtype, generator, token_ids
+from ._validation import finite_loss, floating_dtype, generator, token_ids
 from .config import ConfiguredModel, EncoderConfig
 from .encoder import EncoderBlock
 from .layers import Embedding, LayerNorm, Linear
@@ -64,11 +64,13 @@ def cross_entropy(logits, targets):
     n_tokens = flat.shape[0]
     if n_tokens == 0:
         raise ValueError("cross-entropy of zero tokens is undefined (0/0)")
-    shifted = flat - flat.max(axis=-1, keepdims=True)  # every entry <= 0
+    with np.errstate(over="ignore"):  # -inf where z - max z overflows: refused below
+        shifted = flat - flat.max(axis=-1, keepdims=True)  # every entry <= 0
     exp = np.exp(shifted)
     total = exp.sum(axis=-1, keepdims=True)  # >= 1: the maximum contributes e^0
     rows = np.arange(n_tokens)
     loss = float(np.log(total[:, 0]).sum() - shifted[rows, labels].sum()) / n_tokens
+    finite_loss(loss, flat.dtype)  # a target's logit that overflowed: inf
     d_logits = exp / total  # softmax
     d_logits[rows, labels] -= 1.0
     d_logits /= float(n_tokens)  # a Python float keeps float32

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ._validation import features, floating_dtype, generator, positive_int
+from ._validation import features, floating_dtype, generator, positive_int, require_min_ndim
 from .attention import _as_mask, attention_backward, attention_kernel
 from .fast_attention import fast_attention, fast_attention_backward, fast_attention_output
 from .layers import _affine_grads
@@ -43,6 +43,8 @@ def split_heads(x, n_heads):
         ``x`` (no copy) when ``x`` is contiguous in its last axis.
     """
     n_heads = positive_int(n_heads, "n_heads")
+    x = np.asarray(x)
+    require_min_ndim(x, 2, "x", "(..., n, d_model)")
     *batch, n, d_model = x.shape
     if d_model % n_heads:
         raise ValueError(f"d_model={d_model} is not divisible by "
@@ -64,6 +66,8 @@ def merge_heads(x):
     ndarray, shape (..., n, h * d_k)
         A copy, in general: the heads' features are laid side by side again.
     """
+    x = np.asarray(x)
+    require_min_ndim(x, 3, "x", "(..., h, n, d_k)")
     *batch, h, n, d_k = x.shape
     x = np.swapaxes(x, -3, -2)  # (..., n, h, d_k)
     return x.reshape(*batch, n, h * d_k)  # (..., n, d_model)
@@ -228,7 +232,8 @@ class AttentionHeads(Layer):
         that suits the sequence length, as :meth:`_attend`."""
         one_dtype = len({a.dtype for a in (d_out, q, k, v, weights)}) == 1
         if q.shape[-2] * k.shape[-2] <= _SHORT or not one_dtype:
-            return attention_backward(d_out, q, k, v, weights)  # every head in one pass
+            # every head in one pass (unchecked: the arrays are the layer's own)
+            return attention_backward.unchecked(d_out, q, k, v, weights)
         return fast_attention_backward(d_out, q, k, v, weights)  # head by head, in cache
 
     def _split_inputs(self, x, context):

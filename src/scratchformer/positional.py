@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ._validation import base_above_one, positive_int
+from ._validation import base_above_one, positive_int, real_number
 
 __all__ = ["positional_encoding", "rotation_matrix", "frequencies"]
 
@@ -106,7 +106,7 @@ def rotation_matrix(k, d_model):
     :math:`a = pos\,\omega_i`, :math:`b = k\,\omega_i`. Proved in the
     chapter :doc:`Positional encoding </book/positional_encoding>`.
     """
-    k = float(k)
+    k = real_number(k, "the shift k")
     if not math.isfinite(k):
         raise ValueError(f"the shift k must be finite, got {k}")
     omega = frequencies(d_model)  # (d_model / 2,)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._validation import floating_dtype, positive_int
+from ._validation import base_above_one, floating_dtype, non_negative_float, positive_int
 from .decoder_only import DecoderModel
 from .gguf import GGUFFile, read_gguf
 from .rotary import half_split_permutation
@@ -119,12 +119,18 @@ def llama_options(metadata, *, max_positions=None):
         except KeyError:
             raise ValueError(f"the file's metadata lacks llama.{key}") from None
 
-    d_model, n_heads = int(get("embedding_length")), int(get("attention.head_count"))
-    n_layers, d_ff = int(get("block_count")), int(get("feed_forward_length"))
-    eps, context = float(get("attention.layer_norm_rms_epsilon")), int(get("context_length"))
-    n_kv_heads = int(metadata.get("llama.attention.head_count_kv", n_heads))
+    def size(key, default=None):  # a positive integer, named by its key if it is not one
+        value = get(key) if default is None else metadata.get(f"llama.{key}", default)
+        return positive_int(value, f"llama.{key}")
+
+    d_model, n_heads = size("embedding_length"), size("attention.head_count")
+    n_layers, d_ff = size("block_count"), size("feed_forward_length")
+    eps = non_negative_float(get("attention.layer_norm_rms_epsilon"),
+                             "llama.attention.layer_norm_rms_epsilon")
+    context = size("context_length")
+    n_kv_heads = size("attention.head_count_kv", n_heads)
     d_k = d_model // n_heads
-    rope_dim = int(metadata.get("llama.rope.dimension_count", d_k))
+    rope_dim = size("rope.dimension_count", d_k)
     if rope_dim != d_k:
         raise ValueError(f"llama.rope.dimension_count = {rope_dim} rotates part of each "
                          f"head of {d_k} features; the book's RoPE rotates all of them")
@@ -132,15 +138,20 @@ def llama_options(metadata, *, max_positions=None):
     if scaling and metadata.get("llama.rope.scaling.type", "none") != "none":
         raise ValueError(f"RoPE scaling ({', '.join(scaling)}) is not implemented")
     if "llama.vocab_size" in metadata:
-        vocab_size = int(metadata["llama.vocab_size"])
+        vocab_size = size("vocab_size")
     elif "tokenizer.ggml.tokens" in metadata:
-        vocab_size = len(metadata["tokenizer.ggml.tokens"])
+        tokens = metadata["tokenizer.ggml.tokens"]
+        if not isinstance(tokens, (list, tuple, np.ndarray)):
+            raise TypeError(f"tokenizer.ggml.tokens must be a list of tokens, got "
+                            f"{type(tokens).__name__}")
+        vocab_size = len(tokens)
     else:
         raise ValueError("the file's metadata has neither llama.vocab_size nor "
                          "tokenizer.ggml.tokens: the vocabulary's size is unknown")
     return {"vocab_size": vocab_size, "d_model": d_model, "n_heads": n_heads,
             "n_kv_heads": n_kv_heads, "d_ff": d_ff, "n_layers": n_layers, "eps": eps,
-            "rope_base": float(metadata.get("llama.rope.freq_base", 10_000.0)),
+            "rope_base": base_above_one(metadata.get("llama.rope.freq_base", 10_000.0),
+                                        "llama.rope.freq_base"),
             "max_positions": context if max_positions is None
             else positive_int(max_positions, "max_positions"),
             **LLAMA}

@@ -15,6 +15,7 @@ import dataclasses
 import numpy as np
 
 from ._validation import (
+    finite_loss,
     floating_dtype,
     generator,
     non_negative_float,
@@ -34,13 +35,22 @@ __all__ = ["EncoderDecoderConfig", "EncoderDecoderModel", "padding_mask", "targe
            "sequence_cross_entropy"]
 
 
+def _token_rows(tokens, min_length):
+    """``tokens`` as an array of shape (..., n) with ``n >= min_length``: the masks' input."""
+    tokens = np.asarray(tokens)
+    if tokens.ndim < 1 or tokens.shape[-1] < min_length:
+        raise ValueError(f"tokens must have shape (..., n) with n >= {min_length}, got shape "
+                         f"{tokens.shape}")
+    return tokens
+
+
 def padding_mask(tokens, pad_id):
     """May-attend mask of the keys that are not padding: shape ``(..., 1, 1, n)``.
 
     Broadcasts over heads and queries; True where ``tokens != pad_id``. A query row whose keys
     are all padding is fully masked, and attention defines its output as 0 (never NaN).
     """
-    tokens = np.asarray(tokens)
+    tokens = _token_rows(tokens, min_length=0)
     return (tokens != pad_id)[..., None, None, :]
 
 
@@ -53,7 +63,7 @@ def target_mask(tokens, pad_id):
     the end) attend to the real tokens before them, and the loss ignores
     their outputs.
     """
-    tokens = np.asarray(tokens)
+    tokens = _token_rows(tokens, min_length=1)
     return causal_mask(tokens.shape[-1]) & padding_mask(tokens, pad_id)
 
 
@@ -110,14 +120,18 @@ def sequence_cross_entropy(logits, targets, *, pad_id=None, label_smoothing=0.0)
     if n_tokens == 0:
         raise ValueError("no token is left after removing the padding: the mean loss of "
                          "zero tokens is undefined (0/0)")
-    shifted = flat[keep] - flat[keep].max(axis=-1, keepdims=True)  # (T, K), entries <= 0
+    with np.errstate(over="ignore"):  # -inf where z - max z overflows: refused below
+        shifted = flat[keep] - flat[keep].max(axis=-1, keepdims=True)  # (T, K), entries <= 0
     exp = np.exp(shifted)
     total = exp.sum(axis=-1, keepdims=True)
     log_probs = shifted - np.log(total)  # (T, K)
     rows, kept = np.arange(n_tokens), labels[keep]
     nll = -log_probs[rows, kept].sum()
     smooth = -log_probs.mean(axis=-1).sum()  # -sum_k log p_k / K, per token
+    if eps == 0 and not np.isfinite(smooth):  # an overflowed logit, which eps = 0 ignores
+        smooth = np.zeros_like(smooth)  # (0 * inf would be NaN)
     loss = float((1.0 - eps) * nll + eps * smooth) / n_tokens
+    finite_loss(loss, flat.dtype)  # a target's logit that overflowed, or eps > 0 on one
     d_kept = exp / total - eps / n_classes  # softmax - q, the one-hot part below
     d_kept[rows, kept] -= 1.0 - eps
     d_flat = np.zeros_like(flat)

@@ -339,6 +339,9 @@ class BPE:
             specials, byte_ids = data["special_tokens"], data["byte_ids"]
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{path}: malformed tokenizer file ({error!r})") from None
+        if not isinstance(byte_ids, list):
+            raise ValueError(f"{path}: 'byte_ids' must be a list of 256 ids, got "
+                             f"{type(byte_ids).__name__}")
         if not isinstance(specials, dict):
             raise ValueError(f"{path}: 'special_tokens' must be an object of token to id")
         return cls(merges, specials, byte_ids=byte_ids, merged_ids=merged_ids, pattern=pattern)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from os import PathLike
 
+import numpy as np
+
 from .._validation import non_negative_int
 from .pretokenization import ENDOFTEXT, _check_pattern, bytes_to_unicode
 
@@ -177,6 +179,10 @@ def _from_gguf_metadata(cls, metadata):
         raise ValueError(f"tokenizer.ggml.pre must be one of {sorted(_GGUF_PRE)}, got "
                          f"{pre!r}")
     tokens, merges = get("tokenizer.ggml.tokens"), get("tokenizer.ggml.merges")
+    for key, value in (("tokenizer.ggml.tokens", tokens), ("tokenizer.ggml.merges", merges),
+                       ("tokenizer.ggml.token_type", get("tokenizer.ggml.token_type"))):
+        if not isinstance(value, (list, tuple, np.ndarray)):
+            raise TypeError(f"{key} must be a list, got {type(value).__name__}")
     types = [non_negative_int(kind, "a token type")
              for kind in get("tokenizer.ggml.token_type")]
     if len(types) != len(tokens):
