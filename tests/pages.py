@@ -249,10 +249,17 @@ def table_faults(page) -> list[str]:
 
 # -- Code: a line of a code cell is read whole on a desktop screen
 
+# A block is cut if its text is wider than the block (it scrolls), or if the block itself reaches
+# past the box it sits in or past the article (a box that hides what overflows would cut it).
 CODE_OVER = """() => [...document.querySelectorAll('article div.highlight pre')]
   .filter(pre => !pre.closest('.cell_output') && pre.getClientRects().length)
-  .map(pre => ({over: pre.scrollWidth - pre.clientWidth,
-                line: pre.innerText.split('\\n').reduce((a, b) => b.length > a.length ? b : a)}))
+  .map(pre => {
+    const right = pre.getBoundingClientRect().right;
+    const edge = Math.min(pre.parentElement.getBoundingClientRect().right,
+                          pre.closest('article').getBoundingClientRect().right);
+    return {over: Math.max(pre.scrollWidth - pre.clientWidth, Math.round(right - edge)),
+            line: pre.innerText.split('\\n').reduce((a, b) => b.length > a.length ? b : a)};
+  })
   .filter(block => block.over > 1)"""
 
 
@@ -260,7 +267,8 @@ def code_faults(page) -> list[str]:
     """Code (not its output) that scrolls sideways on a desktop screen: its lines are at most
     79 characters (test_named_code), which book.css fits in the column at every width where
     both sidebars show. Call it after the folds are open, so folded code is measured too."""
-    return [f"code scrolls sideways by {block['over']}px: {block['line'].strip()!r}"
+    return [f"code wider than its box by {block['over']}px (it scrolls or is cut): "
+            f"{block['line'].strip()!r}"
             for block in page.evaluate(CODE_OVER)]
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from pages import (
+    OPEN_FOLDED,
     PAGES,
     TABLES,
     WIDTHS,
@@ -362,15 +363,22 @@ def test_the_table_check_finds_wide_tables_and_catches_a_cut_one(browser, site_u
 
 def test_code_is_read_whole_at_the_narrowest_desktop_column(browser, site_url):
     """At 1200 px, where both sidebars first show, the column is narrowest: the warm-up
-    chapter's code fits it (book.css shrinks the code's font there); at the theme's 14 px, its
-    79-character lines scroll, and the sweep's check says so."""
+    chapter's code fits it, folded code included (book.css shrinks the code's font there); at
+    the theme's 14 px, its 79-character lines scroll, and the sweep's check says so; and a box
+    that hid what overflows would cut them, which the check says too."""
     page, problems = visit(browser, site_url, "book/warmup.html", {"width": 1200, "height": 900})
     try:
+        page.evaluate(OPEN_FOLDED)  # the solutions' code too, in their narrower boxes
         fits = code_faults(page)
         page.evaluate("""() => document.querySelectorAll('article div.highlight pre')
             .forEach(pre => { pre.style.fontSize = '14px'; })""")
         scrolls = code_faults(page)
+        page.evaluate("""() => document.querySelectorAll('article div.highlight pre')
+            .forEach(pre => { pre.style.width = 'max-content';
+                              pre.parentElement.style.overflow = 'hidden'; })""")
+        hidden = code_faults(page)
     finally:
         page.context.close()
     assert fits == [] and problems["pageerror"] == []
-    assert scrolls and "code scrolls sideways by" in scrolls[0]
+    assert scrolls and "code wider than its box by" in scrolls[0]
+    assert len(hidden) >= len(scrolls)
