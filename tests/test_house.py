@@ -867,9 +867,9 @@ BAD_INPUTS = [
      "tokenizer.ggml.tokens must be a list of tokens, got int"),
     # chrF's beta
     ("chrf: an infinite beta", lambda: sf.chrf("abc", "abd", beta=np.inf), ValueError,
-     "beta must be a positive number whose square is finite"),
+     "beta must be finite and positive, got inf"),
     ("chrf: a beta whose square overflows", lambda: sf.chrf("abc", "abd", beta=1e200),
-     ValueError, "beta must be a positive number whose square is finite"),
+     ValueError, "beta must be at most about 1e154, so that its square is finite"),
     # a cross-entropy that overflows the logits' dtype
     ("cross_entropy: float16 logits 120000 apart", lambda: sf.cross_entropy(
         np.array([[60000.0, -60000.0]], np.float16), np.array([1])), ValueError,

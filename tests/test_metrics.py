@@ -83,8 +83,8 @@ def test_between_zero_and_one_and_one_when_equal(hypothesis, reference):
 @pytest.mark.parametrize(("call", "error", "match"), [
     (lambda: sf.chrf(None, "a"), TypeError, "hypothesis must be a str"),
     (lambda: sf.chrf("a", b"a"), TypeError, "reference must be a str"),
-    (lambda: sf.chrf("a", "a", beta=0), ValueError, "beta must be a positive"),
-    (lambda: sf.chrf("a", "a", beta=float("nan")), ValueError, "beta must be a positive"),
+    (lambda: sf.chrf("a", "a", beta=0), ValueError, "beta must be finite and positive"),
+    (lambda: sf.chrf("a", "a", beta=float("nan")), ValueError, "beta must be finite and positive"),
     (lambda: sf.chrf("a", "a", order=0), ValueError, "order"),
     (lambda: sf.corpus_chrf("ab", ["ab"]), TypeError, "not one str"),
     (lambda: sf.corpus_chrf(["a", "b"], ["a"]), ValueError, "2 hypotheses but 1"),

@@ -10,10 +10,9 @@ and recall averaged over the orders that both strings have.
 from __future__ import annotations
 
 import math
-import numbers
 from collections import Counter
 
-from ._validation import positive_int
+from ._validation import positive_float, positive_int
 
 __all__ = ["chrf", "corpus_chrf"]
 
@@ -59,14 +58,12 @@ def _text(value, name: str) -> str:
 
 
 def _beta(beta) -> float:
-    """``beta`` as a float if it is a real number (NumPy's too) > 0 whose square is finite:
-    the score weighs recall by ``beta**2``."""
-    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
-        raise TypeError(f"beta must be a positive number, got {beta!r}")
-    number = float(beta)
-    if not (number > 0 and math.isfinite(number * number)):
-        raise ValueError(f"beta must be a positive number whose square is finite (at most "
-                         f"about 1e154), got {beta!r}")
+    """``beta`` as a float if it is a finite real number (NumPy's too) > 0 whose square is
+    finite: the score weighs recall by ``beta**2``."""
+    number = positive_float(beta, "beta")
+    if not math.isfinite(number * number):
+        raise ValueError(f"beta must be at most about 1e154, so that its square is finite, "
+                         f"got {beta!r}")
     return number
 
 

@@ -10,7 +10,14 @@ import math
 
 import numpy as np
 
-from ._validation import features, floating_dtype, generator, positive_int, require_min_ndim
+from ._validation import (
+    features,
+    floating_dtype,
+    generator,
+    output_gradient,
+    positive_int,
+    require_min_ndim,
+)
 from .attention import _as_mask, attention_backward, attention_kernel
 from .fast_attention import fast_attention, fast_attention_backward, fast_attention_output
 from .layers import _affine_grads
@@ -179,9 +186,7 @@ class AttentionHeads(Layer):
         saved = self._saved_for_backward()
         p, x, context = self.params, saved["x"], saved["context"]
         weights, merged = saved["weights"], saved["merged"]
-        if np.shape(d_out) != merged.shape:  # the output's shape
-            raise ValueError(f"d_out must have the output's shape "
-                             f"{merged.shape}, got {np.shape(d_out)}")
+        d_out = output_gradient(d_out, merged.shape, "d_out")
         batch = weights.shape[:-3]  # the broadcast leading axes, not the heads
         grads = {}  # d_w and d_b: (d_model, d_model) and (d_model,)
         grads["w_o"], grads["b_o"] = _affine_grads(merged, d_out)

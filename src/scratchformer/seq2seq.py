@@ -127,10 +127,11 @@ def sequence_cross_entropy(logits, targets, *, pad_id=None, label_smoothing=0.0)
     log_probs = shifted - np.log(total)  # (T, K)
     rows, kept = np.arange(n_tokens), labels[keep]
     nll = -log_probs[rows, kept].sum()
-    smooth = -log_probs.mean(axis=-1).sum()  # -sum_k log p_k / K, per token
-    if eps == 0 and not np.isfinite(smooth):  # an overflowed logit, which eps = 0 ignores
-        smooth = np.zeros_like(smooth)  # (0 * inf would be NaN)
-    loss = float((1.0 - eps) * nll + eps * smooth) / n_tokens
+    summed = nll
+    if eps:  # the smoothing's term, -sum_k log p_k / K per token: not computed without
+        # smoothing, where a logit that overflowed below the others makes it inf (0 * inf: NaN)
+        summed = (1.0 - eps) * nll + eps * -log_probs.mean(axis=-1).sum()
+    loss = float(summed) / n_tokens
     finite_loss(loss, flat.dtype)  # a target's logit that overflowed, or eps > 0 on one
     d_kept = exp / total - eps / n_classes  # softmax - q, the one-hot part below
     d_kept[rows, kept] -= 1.0 - eps
