@@ -272,6 +272,37 @@ def code_faults(page) -> list[str]:
             for block in page.evaluate(CODE_OVER)]
 
 
+# -- Glued values: "$n =$ 4096" is read on one line
+
+# Each value glued after a formula that ends in a relation ("n =", "c \\approx"): whether it
+# starts on the line where the formula ends. The formula's box and the value's are compared,
+# whatever wraps them.
+GLUED_VALUES = r"""() => {
+  const relation = /(=|\\approx|\\le|\\ge|\\leq|\\geq|<|>|\\sim)\s*$/;
+  const pairs = [];
+  if (!window.MathJax || !window.MathJax.startup || !window.MathJax.startup.document) {
+    return pairs;  // a page without formulas loads no MathJax
+  }
+  for (const item of window.MathJax.startup.document.math) {
+    const math = item.typesetRoot && item.typesetRoot.closest('article span.math');
+    if (!math || item.display || !relation.test(item.math)) continue;
+    const space = math.nextSibling, value = space && space.nextSibling;
+    if (!space || space.nodeType !== 3 || space.data.trim() !== '' || !value
+        || value.nodeType !== 1 || !value.matches('span.pasted-text')) continue;
+    pairs.push({formula: item.math, value: value.textContent.trim(),
+                apart: value.getBoundingClientRect().top
+                       >= item.typesetRoot.getBoundingClientRect().bottom - 1});
+  }
+  return pairs;
+}"""
+
+
+def glued_value_faults(page) -> list[str]:
+    """A formula ending in a relation and the value glued after it, on two lines."""
+    return [f"glued value {pair['value']!r} starts a line after {pair['formula']!r}"
+            for pair in page.evaluate(GLUED_VALUES) if pair["apart"]]
+
+
 # -- Formulas: each seen whole, on the screen and on paper
 
 WIDTHS = {"desktop": 1280, "phone": 375}

@@ -6,9 +6,10 @@ each colour scheme (light, dark) and width (1280 px, a 375 px phone) and runs ev
 of ``pages.py`` on that visit: nothing may be requested from another host, no request may fail,
 no console error may be logged, no script may throw, every image must load and describe itself,
 math must be typeset, the page body must not scroll sideways on a phone; every figure is shown
-near its drawn size (``test_figures``), every formula is seen whole (``test_equations``), at
-desktop width axe-core finds no serious violation (``test_accessibility``), and in the light
-desktop visit the page, printed, cuts no formula. Figures must stay readable in dark mode. The
+near its drawn size (``test_figures``), every formula is seen whole (``test_equations``), a
+value glued after a formula such as "$n =$" starts on the formula's line, at desktop width
+axe-core finds no serious violation (``test_accessibility``), and in the light desktop visit
+the page, printed, cuts no formula. Figures must stay readable in dark mode. The
 sidebar toggles a reader taps must open the chapter list and the page's contents on a phone,
 and hide and show the chapter list on a desktop. These tests read ``_build/html``, which
 ``make test`` builds first; under CI they fail (rather than skip) when Chromium is missing.
@@ -30,6 +31,7 @@ from pages import (
     code_faults,
     figure_faults,
     formula_faults,
+    glued_value_faults,
     load_faults,
     measure_formulas,
     print_faults,
@@ -73,6 +75,7 @@ def test_page(browser, reader, site_url, axe_source, path, viewport, scheme):
         loaded = len(problems["pageerror"])
         faults += figure_faults(page, WIDTHS[viewport])
         faults += table_faults(page)
+        faults += glued_value_faults(page)
         if viewport == "desktop":
             faults += accessibility_faults(page, axe_source)
         faults += formula_faults(measure_formulas(page), viewport)  # opens every fold
@@ -382,3 +385,22 @@ def test_code_is_read_whole_at_the_narrowest_desktop_column(browser, site_url):
     assert fits == [] and problems["pageerror"] == []
     assert scrolls and "code wider than its box by" in scrolls[0]
     assert len(hidden) >= len(scrolls)
+
+
+def test_a_glued_value_stays_on_the_line_of_its_formula_on_a_phone(browser, site_url):
+    """At 375 px the appendix's "$n =$ 4096" and its like are read on one line (each pair is
+    wrapped by book/_ext/glued_values.py, kept together by book.css); once the wrapper may
+    break, the sweep's check finds the pairs that fall on two lines."""
+    page, problems = visit(browser, site_url, "book/appendix_speed.html", "phone")
+    try:
+        wait_for_drawn_math(page)
+        kept = glued_value_faults(page)
+        wrapped = page.locator("span.keep-together").count()
+        page.evaluate("""() => document.querySelectorAll('span.keep-together')
+            .forEach(span => { span.style.whiteSpace = 'normal'; })""")
+        broken = glued_value_faults(page)
+    finally:
+        page.context.close()
+    assert kept == [] and problems["pageerror"] == []
+    assert wrapped >= 5
+    assert broken and "starts a line after" in broken[0]
