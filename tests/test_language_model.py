@@ -291,6 +291,8 @@ def test_a_special_token_inside_another_is_matched_longest_first():
     (["--task", "text", "--seconds", "inf"], "--seconds must be finite and positive, got inf"),
     (["--task", "text", "--seconds", "1e400"], "--seconds must be finite and positive, got inf"),
     (["--seed", "-1", "--max-steps", "1"], "--seed must be a non-negative integer, got -1"),
+    # the text model is pre-LN only: --norm post would be silently ignored
+    (["--task", "text", "--norm", "post"], "--norm does not apply to --task text"),
 ])
 def test_the_command_rejects_an_endless_budget_and_a_negative_seed(argv, message, capsys):
     with pytest.raises(SystemExit):

@@ -10,7 +10,7 @@ expression, which Jupyter displays, stays what it was. Calls inside loops or fun
 cells the check cannot parse, are left alone.
 
 Usage: ``python -m tools.bookkeeping book/*.md`` rewrites the chapters;
-``tests/test_book_sources.py`` requires that it would move nothing.
+``tests/test_bookkeeping.py`` requires that it would move nothing.
 """
 import ast
 import builtins

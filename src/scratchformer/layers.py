@@ -1,5 +1,5 @@
-"""The position-wise parts of a Transformer: layer normalisation, the feed-forward net, and the
-linear layers and token embedding around the blocks.
+"""The position-wise parts of a Transformer: layer normalisation and RMS norm, the feed-forward
+net and SwiGLU, and the linear layers and token embedding around the blocks.
 
 The book's chapter "The Transformer block" (``book/transformer_block.md``) derives the first
 two; "Backpropagation through attention" (``book/backpropagation.md``) their backward passes.

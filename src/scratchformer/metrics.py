@@ -1,10 +1,11 @@
 """chrF, a character n-gram F-score of a translation against its reference.
 
 Exact match gives a translation all or nothing; chrF (Popović, 2015) gives partial credit for
-the characters it shares with the reference. The chapter "Decoding" (``book/decoding.md``)
-uses it beside exact match. The settings are sacreBLEU's defaults (Post, 2018), ``CHRF()``:
-character n-grams of orders 1 to 6, whitespace removed, :math:`\\beta = 2`, and the precision
-and recall averaged over the orders that both strings have.
+the characters it shares with the reference. The chapter "Decoding the trained translator"
+(``book/decoding_translator.md``) uses it beside exact match. The settings are sacreBLEU's
+defaults (Post, 2018), ``CHRF()``: character n-grams of orders 1 to 6, whitespace removed,
+:math:`\\beta = 2`, and the precision and recall averaged over the orders that both strings
+have.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Training runs shared by the chapters of one build: each run is trained once per build.
 
 Several chapters read the same trained model (the translator in the chapters on translation
-and on decoding, the adder in the three chapters of generation). :func:`train_once` trains
-it the first time a build asks for it and hands the later chapters the same
-:class:`~scratchformer.train.TrainResult`, read back from disk, instead of training it again.
+and on decoding, the adder in "A decoder-only Transformer" and in "Rotary against sinusoidal
+on the adder"). :func:`train_once` trains it the first time a build asks for it and hands the
+later chapters the same :class:`~scratchformer.train.TrainResult`, read back from disk, instead
+of training it again.
 
 The store is the directory named by the environment variable ``SCRATCHFORMER_RUNS``, which
 ``tools/build_book.py`` sets to ``_build/.runs`` and empties whenever the package changes, as

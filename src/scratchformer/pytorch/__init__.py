@@ -1,7 +1,9 @@
 """PyTorch, the reference the book's NumPy code is checked against: conversions and twins.
 
 Imported only when asked for (``from scratchformer.pytorch import ...``): ``import
-scratchformer`` never imports torch, and nothing else in the package imports this one. Two
+scratchformer`` never imports torch, and no other module of the package imports this one at
+import time (``scratchformer.book.benchmarks`` imports it inside the functions that time
+PyTorch). Two
 jobs, one module each:
 
 - :mod:`scratchformer.pytorch.conversions`: the package's layers to PyTorch's modules and

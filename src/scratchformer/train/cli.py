@@ -57,7 +57,8 @@ def main(argv=None):
                                      description="Train the book's models in NumPy.")
     parser.add_argument("--task", choices=TASKS, default="reverse")
     parser.add_argument("--norm", choices=("post", "pre"), default=None,
-                        help="default post (pre for the adder)")
+                        help="default post (pre for the adder; the text model is pre-LN "
+                             "only)")
     parser.add_argument("--positions", choices=("rotary", "sinusoidal"), default=None,
                         help=f"the adder's positions (default {ADDER_MODEL['positions']})")
     parser.add_argument("--tokenizer", choices=("char", "bpe"), default=None,
@@ -73,12 +74,17 @@ def main(argv=None):
                              f"{TRANSLATION_CONFIG.max_steps} for translation, "
                              "the budget for text)")
     parser.add_argument("--warmup-steps", type=int, default=None,
-                        help=f"default {defaults.warmup_steps}, or max-steps / 10 if smaller")
+                        help=f"default {defaults.warmup_steps} "
+                             f"({ADDER_TRAINING['warmup_steps']} for the adder, "
+                             f"{TEXT_TRAINING['warmup_steps']} for text), "
+                             "or max-steps / 10 if smaller")
     parser.add_argument("--quiet", action="store_true", help="print the final line only")
     args = parser.parse_args(argv)
     text = args.task == TEXT_TASK
     if not text and (args.tokenizer is not None or args.seconds is not None):
         parser.error("--tokenizer and --seconds apply to --task text only")
+    if text and args.norm is not None:
+        parser.error("--norm does not apply to --task text: the text model is pre-LN")
     if args.seconds is not None and not (math.isfinite(args.seconds) and args.seconds > 0):
         parser.error(f"--seconds must be finite and positive, got {args.seconds:g}")
     if args.seed < 0:
