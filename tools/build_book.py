@@ -3,7 +3,8 @@
 Jupyter Book's execution cache keys a chapter on its own code cells only, so after an edit to
 ``src/`` it would serve the old outputs: figures and glued numbers drawn by code that no longer
 exists. This script fingerprints everything the chapters execute besides their own cells (the
-package, the pinned requirements, the book's Sphinx extensions) and, when the fingerprint
+package, the pinned requirements, the book's Sphinx extensions, this script, and the variables
+the runs are keyed on: the seed and any forced BLAS kernel) and, when the fingerprint
 differs from that of the last successful build, clears the cache and rebuilds every page.
 
 Before Sphinx reads the chapters, the chapters the cache lacks are executed in parallel, two at

@@ -28,7 +28,9 @@ Links point at the published page, ``<html.baseurl>/book/<page>.html#<anchor>`` 
 (``scaling.html#equation-eq-softmax-jacobian``), as the site's own links are written.
 
 Usage: ``python -m tools.downloadable [SOURCES]`` (``tools/build_book.py`` calls
-:func:`rewrite_downloadable_notebooks` after every build).
+:func:`rewrite_downloadable_notebooks` after every build). Run by hand, it rewrites the
+notebooks Sphinx copied into ``_sources``, which lack the outputs of a page whose prose changed
+but not its code; ``make book`` hands it the executed notebooks, so run that instead.
 """
 
 from __future__ import annotations

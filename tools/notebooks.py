@@ -9,8 +9,9 @@ publishing workflow (``.github/workflows/pages.yml``) copies those built noteboo
 script onto the ``notebooks`` branch, which the launch buttons open
 (``book/_ext/launch_notebooks.py``).
 
-This module is also the one walk of the table of contents (:func:`toc_pages`,
-:func:`chapters`) that ``tools/build_book.py`` and ``tools/downloadable.py`` use.
+This module also walks the table of contents (:func:`toc_pages`, :func:`chapters`: the pages
+with a notebook header) for ``tools/downloadable.py``; ``tools/build_book.py`` builds its own
+list (the pages with a code cell) on :func:`toc_pages`.
 
 Usage: ``python -m tools.notebooks --out DIR`` (after ``make book``); writes
 ``DIR/book/<page>.ipynb`` for every chapter and fails if a chapter's notebook is missing or
