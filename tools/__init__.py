@@ -7,6 +7,8 @@
 - :mod:`tools.notebooks`: the install cell, the walk of the table of contents, and the copy of
   the notebooks the Colab and Binder buttons open.
 - :mod:`tools.seed_sweep`: the training chapters executed with other seeds.
+- :mod:`tools.live_runtime`: the Pyodide runtime, its checked wheels and the package's wheel,
+  served from the site for the code readers run in their browser.
 
 The modules import one another as a package (``from .notebooks import toc_pages``). The
 book's Sphinx extensions (``book/_ext``) are not part of it: Sphinx imports them by their
