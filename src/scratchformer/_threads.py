@@ -25,6 +25,7 @@ import contextlib
 import ctypes
 import functools
 import os
+import sys
 import threading
 
 __all__ = ["BLAS_THREAD_CONTROL", "blas_thread_count", "blas_threads", "cores", "parallel_map",  # noqa: F822 (module __getattr__)
@@ -126,7 +127,10 @@ def blas_thread_count() -> int | None:
 
 
 def cores() -> int:
-    """The number of cores this process may run on."""
+    """The number of cores this process may run on: 1 in a browser's Pyodide (the page's live
+    cells), which cannot start threads, so :func:`parallel_map` runs there in its caller."""
+    if sys.platform == "emscripten":
+        return 1
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux

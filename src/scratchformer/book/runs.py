@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .. import train as _train
 
-__all__ = ["RUNS_VARIABLE", "SEED_VARIABLE", "book_seed", "run_key", "train_once"]
+__all__ = ["RUNS_VARIABLE", "SEED_VARIABLE", "book_seed", "run_key", "site_key", "train_once"]
 
 #: The environment variable naming the directory of stored runs.
 RUNS_VARIABLE = "SCRATCHFORMER_RUNS"
@@ -43,6 +43,9 @@ SEED_VARIABLE = "SCRATCHFORMER_SEED"
 # Variables that choose how BLAS computes (and so rounds) a matrix product.
 _BLAS_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS")
 _PACKAGE = Path(__file__).resolve().parent.parent
+#: Where the page's live cells take stored runs from (a :class:`scratchformer.book.live.SiteRuns`
+#: the in-page kernel sets); None everywhere else.
+site_runs = None
 
 
 def _package_digest() -> bytes:
@@ -85,8 +88,20 @@ def _rounding() -> bytes:
 def run_key(model, task, config) -> str:
     """The hexadecimal key of training ``model`` (as it is now) on ``task`` with ``config``,
     on this process's BLAS settings."""
+    return _key(model, task, config, _rounding())
+
+
+def site_key(model, task, config) -> str:
+    """The key of the same run on the book's site: everything :func:`run_key` holds but the
+    rounding settings, since the page's live cells (WebAssembly, no OpenBLAS) take the build's
+    trained weights whatever machine built it. The build writes it beside each stored run
+    (``<key>.site``), and ``tools/live_runtime.py`` publishes the run under it."""
+    return _key(model, task, config, b"site")
+
+
+def _key(model, task, config, rounding: bytes) -> str:
     digest = hashlib.sha256(_package_digest())
-    digest.update(_rounding())
+    digest.update(rounding)
     digest.update(type(model).__qualname__.encode())
     digest.update(repr(getattr(model, "config", None)).encode())
     for name, owner, key in model.named_parameters():
@@ -123,6 +138,8 @@ def train_once(model, task, config=None):
 
     if config is None:
         config = _train.TrainConfig()
+    if site_runs is not None:  # a live cell in the page: the site's copy of the build's runs
+        return site_runs.train(model, task, config)
     with blas_threads(1):  # one rounding for every chapter: see the module
         store = os.environ.get(RUNS_VARIABLE)
         if not store:
@@ -138,9 +155,12 @@ def _train_stored(directory: Path, model, task, config):
         if entry.exists():
             with open(entry, "rb") as handle:
                 return pickle.load(handle)
+        published = site_key(model, task, config)  # before training changes the model
         result = _train.train(model, task, config)
         partial = entry.with_suffix(".partial")
         with open(partial, "wb") as handle:
             pickle.dump(result, handle, protocol=pickle.HIGHEST_PROTOCOL)
         partial.replace(entry)
+        # The key the site publishes the run under (site_key): the page has no BLAS settings.
+        entry.with_suffix(".site").write_text(published + "\n")
         return result
