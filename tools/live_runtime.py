@@ -19,7 +19,8 @@
   are keyed by a hash of them), and ``num2words``'s wheel from PyPI, checked against its pin;
 - ``manifest.json``: the Pyodide version, the ``indexURL`` to hand ``loadPyodide`` (relative to
   the manifest), the packages to load for a page that needs NumPy only and for one that plots,
-  the two wheel names, and every file served with its bytes and sha256.
+  the two wheel names, every file served (by its name in ``pyodide/``) with its bytes and
+  sha256, and their total.
 
 Anything missing or not byte for byte what its pin says stops with a :class:`RuntimeError` that
 names the file. Usage: ``python -m tools.live_runtime [SITE]`` (default ``_build/html``).
