@@ -247,12 +247,13 @@ def table_faults(page) -> list[str]:
     return faults
 
 
-# -- Code: a line of a code cell is read whole on a desktop screen
+# -- Code and its output: a line is read whole
 
-# A block is cut if its text is wider than the block (it scrolls), or if the block itself reaches
-# past the box it sits in or past the article (a box that hides what overflows would cut it).
-CODE_OVER = """() => [...document.querySelectorAll('article div.highlight pre')]
-  .filter(pre => !pre.closest('.cell_output') && pre.getClientRects().length)
+# Each code block (output=false) or text output (what a cell prints or shows, output=true) that
+# is cut: its text is wider than the block (it scrolls), or the block itself reaches past the
+# box it sits in or past the article (a box that hides what overflows would cut it).
+WIDER_THAN_BOX = """output => [...document.querySelectorAll('article div.highlight pre')]
+  .filter(pre => !!pre.closest('.cell_output') === output && pre.getClientRects().length)
   .map(pre => {
     const right = pre.getBoundingClientRect().right;
     const edge = Math.min(pre.parentElement.getBoundingClientRect().right,
@@ -269,7 +270,16 @@ def code_faults(page) -> list[str]:
     both sidebars show. Call it after the folds are open, so folded code is measured too."""
     return [f"code wider than its box by {block['over']}px (it scrolls or is cut): "
             f"{block['line'].strip()!r}"
-            for block in page.evaluate(CODE_OVER)]
+            for block in page.evaluate(WIDER_THAN_BOX, False)]
+
+
+def output_faults(page) -> list[str]:
+    """A cell's text output (printed, or the value it shows) that scrolls sideways or is cut, at
+    any width: book.css wraps its lines at the box's edge, as the PDF does. Call it after the
+    folds are open, so the outputs in exercises' solutions are measured too."""
+    return [f"output wider than its box by {block['over']}px (it scrolls or is cut): "
+            f"{block['line'].strip()[:100]!r}"
+            for block in page.evaluate(WIDER_THAN_BOX, True)]
 
 
 # -- Glued values: "$n =$ 4096" is read on one line

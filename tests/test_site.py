@@ -7,12 +7,13 @@ of ``pages.py`` on that visit: nothing may be requested from another host, no re
 no console error may be logged, no script may throw, every image must load and describe itself,
 math must be typeset, the page body must not scroll sideways on a phone; every figure is shown
 near its drawn size (``test_figures``), every formula is seen whole (``test_equations``), a
-value glued after a formula such as "$n =$" starts on the formula's line, at desktop width
-axe-core finds no serious violation (``test_accessibility``), and in the light desktop visit
-the page, printed, cuts no formula. Figures must stay readable in dark mode. The
-sidebar toggles a reader taps must open the chapter list and the page's contents on a phone,
-and hide and show the chapter list on a desktop. These tests read ``_build/html``, which
-``make test`` builds first; under CI they fail (rather than skip) when Chromium is missing.
+cell's text output is read whole at both widths and its code at desktop width, a value glued
+after a formula such as "$n =$" starts on the formula's line, at desktop width axe-core finds
+no serious violation (``test_accessibility``), and in the light desktop visit the page,
+printed, cuts no formula. Figures must stay readable in dark mode. The sidebar toggles a
+reader taps must open the chapter list and the page's contents on a phone, and hide and show
+the chapter list on a desktop. These tests read ``_build/html``, which ``make test`` builds
+first; under CI they fail (rather than skip) when Chromium is missing.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pages import (
     glued_value_faults,
     load_faults,
     measure_formulas,
+    output_faults,
     print_faults,
     printed,
     table_faults,
@@ -81,6 +83,7 @@ def test_page(browser, reader, site_url, axe_source, path, viewport, scheme):
         faults += formula_faults(measure_formulas(page), viewport)  # opens every fold
         if viewport == "desktop":
             faults += code_faults(page)
+        faults += output_faults(page)
         if viewport == "desktop" and scheme == "light":
             faults += print_faults(measure_formulas(printed(page)))
         if problems["pageerror"][loaded:]:  # thrown while the checks opened folds or printed
@@ -404,3 +407,52 @@ def test_a_glued_value_stays_on_the_line_of_its_formula_on_a_phone(browser, site
     assert kept == [] and problems["pageerror"] == []
     assert wrapped >= 5
     assert broken and "starts a line after" in broken[0]
+
+
+# The widest outputs of the part on real language, by the pixels they hid at 1280 px before
+# book.css wrapped output lines: the repr of SmolLM2's tokenizer (2,253), of its model (1,540),
+# and its sampled continuation (729), in the chapter "A real model".
+WIDEST_OUTPUTS = ("BPE(vocab_size=49152", "DecoderModel(vocab_size=49152",
+                  "' a public-private partnership")
+
+
+@pytest.mark.parametrize("viewport", ["desktop", "phone"])
+def test_outputs_are_read_whole_and_the_check_sees_one_that_is_not(browser, site_url, viewport):
+    """At 1280 and 375 px the real model's chapter shows every output whole, its longest lines
+    wrapped (book.css); without book.css's rule they scroll sideways by hundreds to thousands
+    of pixels, and the sweep's check names them; a box that hid what overflows would cut them,
+    which the check says too."""
+    page, problems = visit(browser, site_url, "book/real_model.html", viewport)
+    try:
+        page.evaluate(OPEN_FOLDED)
+        whole = output_faults(page)
+        wrapped = page.evaluate("""() => [...document.querySelectorAll(
+            'article .cell_output pre')].filter(pre => getComputedStyle(pre).whiteSpace
+            === 'pre-wrap').length""")
+        removed = page.evaluate("""() => {
+            let n = 0;
+            for (const sheet of document.styleSheets) {
+                if (!(sheet.href || '').split('?')[0].endsWith('/_static/book.css')) continue;
+                const rules = sheet.cssRules;
+                for (let i = rules.length - 1; i >= 0; i--) {
+                    if (rules[i].selectorText === '.bd-article div.cell_output pre') {
+                        sheet.deleteRule(i); n++;
+                    }
+                }
+            }
+            return n;
+        }""")
+        scrolls = output_faults(page)
+        page.evaluate("""() => document.querySelectorAll('article .cell_output pre')
+            .forEach(pre => { pre.style.width = 'max-content';
+                              pre.parentElement.style.overflow = 'hidden'; })""")
+        cut = output_faults(page)
+    finally:
+        page.context.close()
+    assert whole == [] and problems["pageerror"] == []
+    assert wrapped >= 10 and removed == 1
+    for start in WIDEST_OUTPUTS:
+        assert any(start in fault for fault in scrolls), (start, scrolls)
+        assert any(start in fault for fault in cut), (start, cut)
+    widest = max(int(fault.split(" by ")[1].split("px")[0]) for fault in scrolls)
+    assert widest > 1000, scrolls
