@@ -118,3 +118,14 @@ def test_reader_run_outside_ipython_says_so():
     pytest.importorskip("IPython")
     with pytest.raises(RuntimeError, match="IPython kernel"):
         C.reader_run()
+
+
+def test_numpy_testing_asserts_are_claims_too():
+    text, namespace, _ = run("x = np.array([1.0, 2.0])\n"
+                             "np.testing.assert_allclose(x, [1.0, 2.5], rtol=0.01)  # close\n"
+                             "after = True\n")
+    assert namespace["after"] is True
+    assert "np.testing.assert_allclose(x, [1.0, 2.5], rtol=0.01)  # close" in text
+    assert "Not equal to tolerance rtol=0.01" in text  # NumPy's own account
+    held, _, _ = run("np.testing.assert_array_equal(np.arange(2), [0, 1])\n")
+    assert held == ""

@@ -82,7 +82,7 @@ class Claims:
         lines = [NOTE.format(where=f" ({record.where})" if record.where else "")]
         lines += ["    " + line for line in record.code.splitlines()]
         if message is not None:
-            lines.append(f"    its message: {message}")
+            lines += ["    " + line for line in f"its message: {message}".strip().splitlines()]
         shown = set()
         for index, source in enumerate(record.operands):
             if index in values and source not in shown:
@@ -154,10 +154,10 @@ class _Rewriter(ast.NodeTransformer):
     def __init__(self, claims: Claims, lines: list[str], comments: dict[int, str], label: str):
         self.claims, self.lines, self.comments, self.label = claims, lines, comments, label
 
-    def _code(self, node: ast.Assert) -> str:
-        """The assert as written, with its comment (or the comment block right above it)."""
+    def _code(self, node: ast.stmt, word: str = "assert") -> str:
+        """The claim as written, with its comment (or the comment block right above it)."""
         end = getattr(node, "end_lineno", node.lineno) or node.lineno
-        if 0 < node.lineno <= len(self.lines) and "assert" in self.lines[node.lineno - 1]:
+        if 0 < node.lineno <= len(self.lines) and word in self.lines[node.lineno - 1]:
             written = [self.lines[number - 1].strip() for number in range(node.lineno, end + 1)]
             code = "\n".join(written)
             if not any(number in self.comments for number in range(node.lineno, end + 1)):
@@ -167,7 +167,7 @@ class _Rewriter(ast.NodeTransformer):
                     number -= 1
                 code = "\n".join(above + [code])
             return code
-        return "assert " + ast.unparse(node.test)
+        return ast.unparse(node)
 
     def _record(self, node: ast.AST, claim: int, operands: list[str]) -> ast.AST:
         operands.append(ast.unparse(node))
@@ -201,6 +201,28 @@ class _Rewriter(ast.NodeTransformer):
         if _interesting(node) and not isinstance(node, ast.Call):
             return self._record(node, claim, operands)
         return node
+
+    def visit_Expr(self, node: ast.Expr):
+        """``np.testing.assert_allclose(...)`` and its kind: a claim too, reported with
+        NumPy's own account of what differs."""
+        call = node.value
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr.startswith("assert_")):
+            return self.generic_visit(node)
+        claim = len(self.claims.claims)
+        where = f"{self.label}, line {node.lineno}" if self.label else f"line {node.lineno}"
+        self.claims.claims.append(Claim(self._code(node, "assert_"), where))
+        name = f"_{NAME}_error"
+        report = ast.Expr(ast.Call(
+            func=ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="failed",
+                               ctx=ast.Load()),
+            args=[ast.Constant(claim), ast.Call(func=ast.Name(id="str", ctx=ast.Load()),
+                                                args=[ast.Name(id=name, ctx=ast.Load())],
+                                                keywords=[])], keywords=[]))
+        guarded = ast.Try(body=[node], handlers=[ast.ExceptHandler(
+            type=ast.Name(id="AssertionError", ctx=ast.Load()), name=name, body=[report])],
+            orelse=[], finalbody=[])
+        return ast.copy_location(guarded, node)
 
     def visit_Assert(self, node: ast.Assert):
         claim = len(self.claims.claims)
