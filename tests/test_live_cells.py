@@ -35,9 +35,12 @@ def live_chapters() -> list[str]:
 
 
 LIVE = live_chapters()
-# Cells whose text output is a measured time or memory, which no two runs share: their words are
-# compared, their numbers not. (chapter, number of the shown cell)
-TIMED: set[tuple[str, int]] = set()
+# Cells whose text output is a measured time, or a measured rounding error, which no two
+# machines share (WebAssembly's arithmetic has no fused multiply-add and no OpenBLAS kernels):
+# their words are compared, their numbers not. (chapter, number of the shown cell)
+TIMED: set[tuple[str, int]] = {
+    ("book/decoder", 6),  # greedy decoding against the parallel pass, in units of eps
+}
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
@@ -64,14 +67,21 @@ def open_page(browser, site_url, path, viewport="desktop", scheme="light", init=
     return page, problems
 
 
-def run_cell(page, cell, timeout=600_000):
-    """Click the cell's Run (opening the dropdown it is folded in first) and wait for its end."""
+def reveal(cell) -> None:
+    """Open the exercise's solution the cell is folded in, as a reader does (a click on its
+    title), and a folded input."""
     button = cell.locator(".live-run")
     if not button.is_visible():
-        page.evaluate("""(node) => {
-            for (let up = node; up; up = up.parentElement) {
-                if (up.tagName === 'DETAILS') up.open = true;
-            }}""", cell.element_handle())
+        solution = cell.locator("xpath=ancestor::div[contains(@class, 'dropdown')][1]")
+        if solution.count():
+            solution.locator(":scope > .admonition-title").click()
+        button.wait_for(state="visible")
+
+
+def run_cell(page, cell, timeout=600_000):
+    """Click the cell's Run and wait for its end; returns its status line."""
+    reveal(cell)
+    button = cell.locator(".live-run")
     button.click()
     page.wait_for_function("(b) => b.dataset.running === 'no'", arg=button.element_handle(),
                            timeout=timeout)
@@ -79,8 +89,10 @@ def run_cell(page, cell, timeout=600_000):
 
 
 def words_and_numbers(text: str) -> tuple[list[str], list[float]]:
-    text = text.replace("(This cell shows nothing: it ran and defined what the next cells use.)",
-                        "")
+    for left_out in ("(This cell shows nothing: it ran and defined what the next cells use.)",
+                     "Copy to clipboard"):  # the runner's note; the copy button's label
+        text = text.replace(left_out, "")
+    text = text.replace("\u2019", "'")  # MyST's typographic apostrophe in a rendered table
     numbers = [float(n) for n in NUMBER.findall(text)]
     words = NUMBER.sub("#", " ".join(text.split())).split()
     return words, numbers
@@ -99,6 +111,10 @@ def test_every_shown_cell_runs_in_the_page_as_in_the_build(browser, site_url, ch
         faults = []
         for i in range(cells.count()):
             cell = cells.nth(i)
+            reveal(cell)
+            built = cell.locator(":scope > .cell_output:not(.live-output)")
+            built_text = built.inner_text() if built.count() else ""
+            built_figures = built.locator("img").count() if built.count() else 0
             status = run_cell(page, cell)
             if not status.startswith("Ran in the page"):
                 shown = cell.locator(".live-output").inner_text()
@@ -106,9 +122,7 @@ def test_every_shown_cell_runs_in_the_page_as_in_the_build(browser, site_url, ch
                 continue
             if cell.locator(".live-claim, .live-error, .live-train").count():
                 faults.append(f"cell {i + 1}: {cell.locator('.live-output').inner_text()}")
-            built = cell.locator(":scope > .cell_output:not(.live-output)")
-            built_text = built.text_content() if built.count() else ""
-            live_text = cell.locator(".live-output").text_content()
+            live_text = cell.locator(".live-output").inner_text()
             built_words, built_numbers = words_and_numbers(built_text)
             live_words, live_numbers = words_and_numbers(live_text)
             if built_words != live_words:
@@ -117,7 +131,6 @@ def test_every_shown_cell_runs_in_the_page_as_in_the_build(browser, site_url, ch
             elif (chapter, i + 1) not in TIMED and not same_numbers(built_numbers, live_numbers):
                 faults.append(f"cell {i + 1} printed other numbers:\n  build: {built_numbers[:12]}"
                               f"\n  page:  {live_numbers[:12]}")
-            built_figures = built.locator("img").count() if built.count() else 0
             if cell.locator(".live-output img").count() != built_figures:
                 faults.append(f"cell {i + 1} drew {cell.locator('.live-output img').count()} "
                               f"figures, the build {built_figures}")

@@ -69,12 +69,33 @@ def classify(source: str) -> dict:
     return {"run": True, "need": None, "source": source, "stripped": []}
 
 
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(the names a cell reads, the names it binds), from its syntax."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set(), set()
+    read, bound = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, ast.Store) else read).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+    return read - bound, bound
+
+
 def chapter_cells(path: Path) -> list[dict]:
-    """The code cells of a MyST chapter as MyST-NB numbers them, classified."""
+    """The code cells of a MyST chapter as MyST-NB numbers them, classified. A cell that reads
+    a name only a cell the page cannot run binds cannot run either (``after-torch``, ...)."""
     from myst_nb.core.read import read_myst_markdown_notebook
 
     notebook = read_myst_markdown_notebook(path.read_text())
     cells, number = [], 0
+    missing: dict[str, str] = {}  # name -> why the cell that binds it does not run
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code":
             continue
@@ -82,8 +103,19 @@ def chapter_cells(path: Path) -> list[dict]:
         shown = not ({"remove-cell", "remove_cell", "remove-input", "remove_input"} & set(tags))
         if shown:
             number += 1
+        kind = classify(cell.source)
+        read, bound = _names(kind["source"])
+        if kind["run"] and read & missing.keys():
+            need = missing[sorted(read & missing.keys())[0]]
+            kind = {**kind, "run": False, "need": need if need.startswith("after-")
+                    else f"after-{need}"}
+        for name in bound:
+            if kind["run"]:
+                missing.pop(name, None)
+            else:
+                missing[name] = kind["need"]
         cells.append({"index": index, "number": number if shown else None, "shown": shown,
-                      "tags": tags, **classify(cell.source)})
+                      "tags": tags, **kind})
     return cells
 
 

@@ -21,6 +21,9 @@
     torch: "PyTorch, which this cell compares with, does not run in a browser: it runs in the book's build",
     texts: "it reads the State of the Union addresses (10.8 MB of text), which the page does not load: it runs in the book's build and the downloaded notebook",
     model: "it runs SmolLM2-135M, whose 98 MB file the page does not load: it runs in the book's build and the downloaded notebook",
+    "after-torch": "it uses what a cell above computed with PyTorch, which does not run in a browser: it runs in the book's build",
+    "after-texts": "it uses the State of the Union addresses a cell above read, which the page does not load: it runs in the book's build and the downloaded notebook",
+    "after-model": "it uses SmolLM2-135M, which a cell above loaded and the page does not: it runs in the book's build and the downloaded notebook",
   };
 
   const state = {
@@ -68,7 +71,7 @@
     if (need) {
       bar.classList.add("live-bar-skip");
       bar.textContent = `This cell does not run in the page: ${REASONS[need]}.`;
-      input.after(bar);
+      [...element.children].find((child) => child.contains(input)).after(bar);
       return;
     }
     const pre = codeBox(element);
@@ -92,7 +95,8 @@
       note.textContent = "In the page this cell runs without its PyTorch import (PyTorch does not run in a browser).";
       bar.append(note);
     }
-    input.after(bar);
+    // A direct child of the cell, after the box that holds the code (a folded input's too).
+    [...element.children].find((child) => child.contains(input)).after(bar);
     run.addEventListener("click", () => {
       if (run.dataset.running === "yes") stop(element); else request(element);
     });

@@ -46,6 +46,7 @@ async function start(options) {
   pyodide.runPython(`
 import os
 os.environ["MPLBACKEND"] = "agg"  # figures are drawn into PNGs, as the build's inline backend does
+import matplotlib.pyplot  # builds matplotlib's font cache now, not in the reader's first cell
 `);
   const live = pyodide.pyimport("scratchformer.book.live");
   const reader = pyodide.runPython(`

@@ -180,6 +180,8 @@ class Kernel:
         self.namespace[_claims.NAME] = self.claims
         self.skipped: dict[str, tuple[str, str]] = {}  # name -> (cell label, reason)
         install_display(self.show)
+        if sys.platform == "emscripten":
+            _wasm32_bincount()
         self.runs = SiteRuns(fetch_run) if fetch_run is not None else None
         _runs.site_runs = self.runs
 
@@ -265,6 +267,30 @@ class Kernel:
             text += (f"\n{error.name!r} is made by {label}, which does not run in the page "
                      f"({reason}).")
         self.emit("error", text)
+
+
+def _wasm32_bincount() -> None:
+    """NumPy in WebAssembly has a 32-bit ``intp``, and its ``bincount`` refuses an ``int64``
+    array (the package's token ids) that a 64-bit machine takes: cast such arrays to ``intp``,
+    after checking that their values fit, so that the chapters run as on the book's machines."""
+    import numpy as np
+
+    original = np.bincount
+    if getattr(original, "_scratchformer", False):
+        return
+
+    def bincount(x, weights=None, minlength=0):
+        x = np.asarray(x)
+        if x.dtype.kind in "iu" and x.dtype.itemsize > np.dtype(np.intp).itemsize:
+            info = np.iinfo(np.intp)
+            if x.size and (x.min() < info.min or x.max() > info.max):
+                raise OverflowError("bincount: values do not fit the platform's integers")
+            x = x.astype(np.intp)
+        return original(x, weights=weights, minlength=minlength)
+
+    bincount._scratchformer = True
+    bincount.__doc__ = original.__doc__
+    np.bincount = bincount
 
 
 def _is_figure(value) -> bool:

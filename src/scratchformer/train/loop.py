@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import sys
 import time
 import weakref
 
@@ -33,6 +34,10 @@ from ..dropout import Dropout, spawn_generator
 from ..module import Layer
 from ..optim import Adam, clip_grad_norm, grad_norm, gradients, warmup_cosine
 from ..tasks import Split, Task
+
+# The CPU-seconds a budget counts: the process's, except in a browser's Pyodide (the page's
+# live cells), whose process_time() is always 0; there the one thread's wall clock counts.
+_cpu_clock = time.perf_counter if sys.platform == "emscripten" else time.process_time
 
 __all__ = ["TrainConfig", "TrainResult", "seed_streams", "train_step", "train"]
 
@@ -271,9 +276,9 @@ def train(model, task, config=TrainConfig(), *, log=None):
             if step == c.warmup_steps:
                 spent_at_warmup = spent
             lr = _budget_lr(step, spent, spent_at_warmup, c)
-        begun = time.process_time()
+        begun = _cpu_clock()
         loss, norm = train_step(model, optimiser, task, batch, lr, c.clip_norm)
-        spent += time.process_time() - begun
+        spent += _cpu_clock() - begun
         steps = step + 1
         history["loss"].append(loss)
         history["lr"].append(lr)
