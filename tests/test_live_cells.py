@@ -201,6 +201,14 @@ def test_a_browser_without_webassembly_gets_a_sentence(browser, site_url):
         page.context.close()
 
 
+def cell_with(page, code: str):
+    """The shown live cell whose code holds ``code`` (found once: editing changes its code)."""
+    found = page.locator("div.cell:has(.live-run)").filter(
+        has=page.locator(".cell_input pre", has_text=code))
+    index = found.evaluate("(node) => /live-cell-(\\d+)/.exec(node.className)[1]")
+    return page.locator(f"div.cell.live-cell-{index}")
+
+
 def edit(page, cell, code: str) -> None:
     cell.locator(".live-edit").click()
     box = cell.locator(".cell_input pre")
@@ -213,7 +221,7 @@ def test_an_edited_cell_runs_and_reset_brings_back_the_build(browser, site_url, 
     page, problems = open_page(browser, site_url, PAGE, viewport, scheme)
     try:
         cells = page.locator("div.cell:has(.live-run)")
-        lookup = cells.nth(1)  # the soft dictionary lookup
+        lookup = cell_with(page, "soft, sharp = 1.0, 8.0")  # the soft dictionary lookup
         built = lookup.locator(".cell_input pre").inner_text()
         assert "soft, sharp = 1.0, 8.0" in built
         # The reader's change of the report: c = 2 makes the soft lookup sharper than the text says.
@@ -232,7 +240,7 @@ def test_an_edited_cell_runs_and_reset_brings_back_the_build(browser, site_url, 
         assert lookup.locator(".live-output").count() == 0
         assert lookup.locator(":scope > .cell_output[hidden]").count() == 0  # the build's, shown
         # The next cell, run after the edit, sees the state the edit left (as a notebook does).
-        after = cells.nth(2)
+        after = cells.nth(int(lookup.locator(".live-number").inner_text().split()[-1]))
         edit(page, after, "print(soft)")
         run_cell(page, after)
         assert after.locator(".live-output").inner_text().strip() == "2.0"
@@ -246,7 +254,7 @@ def test_an_edited_cell_runs_and_reset_brings_back_the_build(browser, site_url, 
 def test_an_error_shows_its_traceback_and_stop_ends_an_endless_loop(browser, site_url):
     page, problems = open_page(browser, site_url, PAGE)
     try:
-        cell = page.locator("div.cell:has(.live-run)").nth(1)
+        cell = cell_with(page, "soft, sharp = 1.0, 8.0")
         edit(page, cell, "def f():\n    return 1 / 0\nf()")
         status = run_cell(page, cell)
         assert status.startswith("Stopped after")

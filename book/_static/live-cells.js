@@ -104,6 +104,8 @@
       if (run.dataset.running === "yes") stop(element); else request(element);
     });
     edit.addEventListener("click", () => {
+      const folded = pre.closest("details");
+      if (folded) folded.open = true;  // a cell whose code the page folds: unfold it to edit
       pre.setAttribute("contenteditable", "plaintext-only");
       pre.setAttribute("spellcheck", "false");
       pre.setAttribute("role", "textbox");
