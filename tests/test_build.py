@@ -198,7 +198,9 @@ def test_breaking_the_package_fails_the_next_build(tmp_path):
     prose = build()
     assert prose.returncode == 0 and not executed(prose)
     download = repo / "_build" / "html" / "_sources" / "book" / "transformer_block.ipynb"
-    install, *rest = nbformat.read(download, as_version=4).cells  # then the chapter's cells
+    # the note on the build's numbers, the install cell, then the chapter's cells
+    note, install, *rest = nbformat.read(download, as_version=4).cells
+    assert note.cell_type == "markdown"
     assert "importlib.util.find_spec(name) is None" in install.source
     cells = [c for c in rest if c.cell_type == "code"]
     assert cells and all(c.execution_count for c in cells)
