@@ -100,10 +100,14 @@ def test_chapter_math_and_figures(browser, site_url):
         rendered = page.locator("mjx-container").count()
         display = page.locator("mjx-container[display='true']").count()
         figures = page.locator("figure img").count()
+        named = page.evaluate("() => [...document.querySelectorAll('figure')].map(f => f.id)")
     finally:
         page.context.close()
     assert rendered >= 20 and display >= 3, (rendered, display)
-    assert figures == 1  # the causal mask's figure is in attention_masks
+    # the flow of the four steps, the sentence's weights, its three strengths; the causal
+    # mask's figure is in attention_masks
+    assert figures == 3
+    assert named == ["fig-sdpa-flow", "fig-sdpa-toy", "fig-sdpa-strengths"], named
 
 
 def luminance(png_bytes):
@@ -367,6 +371,13 @@ def test_the_table_check_finds_wide_tables_and_catches_a_cut_one(browser, site_u
     assert len(cut) == len(wide) and "cut at the column's edge" in cut[0]
 
 
+# What a box that hid its overflow would do to the boxes a selector finds: each text as wide
+# as its lines, its container cutting what does not fit (the checks must still see it).
+HIDE_OVERFLOW = """(selector) => document.querySelectorAll(selector)
+    .forEach(pre => { pre.style.width = 'max-content';
+                      pre.parentElement.style.overflow = 'hidden'; })"""
+
+
 def test_code_is_read_whole_at_the_narrowest_desktop_column(browser, site_url):
     """At 1200 px, where both sidebars first show, the column is narrowest: the warm-up
     chapter's code fits it, folded code included (book.css shrinks the code's font there); at
@@ -379,9 +390,7 @@ def test_code_is_read_whole_at_the_narrowest_desktop_column(browser, site_url):
         page.evaluate("""() => document.querySelectorAll('article div.highlight pre')
             .forEach(pre => { pre.style.fontSize = '14px'; })""")
         scrolls = code_faults(page)
-        page.evaluate("""() => document.querySelectorAll('article div.highlight pre')
-            .forEach(pre => { pre.style.width = 'max-content';
-                              pre.parentElement.style.overflow = 'hidden'; })""")
+        page.evaluate(HIDE_OVERFLOW, "article div.highlight pre")
         hidden = code_faults(page)
     finally:
         page.context.close()
@@ -443,9 +452,7 @@ def test_outputs_are_read_whole_and_the_check_sees_one_that_is_not(browser, site
             return n;
         }""")
         scrolls = output_faults(page)
-        page.evaluate("""() => document.querySelectorAll('article .cell_output pre')
-            .forEach(pre => { pre.style.width = 'max-content';
-                              pre.parentElement.style.overflow = 'hidden'; })""")
+        page.evaluate(HIDE_OVERFLOW, "article .cell_output pre")
         cut = output_faults(page)
     finally:
         page.context.close()
