@@ -684,8 +684,14 @@ def install_cell(repository: str, ref: str, minor: int = 5, torch: bool = False,
     """The first cell: installs what the chapter imports unless it can be imported
     (``torch``: the chapter's code uses PyTorch; ``texts``: it reads the corpus; ``model``:
     it runs the pretrained model)."""
-    cell = nbformat.v4.new_code_cell(
-        _notebooks().install_source(repository, ref, torch, texts, model))
+    return _cell(nbformat.v4.new_code_cell,
+                 _notebooks().install_source(repository, ref, torch, texts, model), minor)
+
+
+def _cell(make, source: str, minor: int):
+    """A new cell (``make``: nbformat's new_code_cell or new_markdown_cell) for a notebook of
+    format minor ``minor``: cells have ids from 4.5 on only."""
+    cell = make(source)
     if minor < 5:
         cell.pop("id", None)
     return cell
@@ -712,16 +718,11 @@ def standalone(notebook, docname: str, targets: Targets | None, repository: str,
         cells.append(cell)
         caption = converter.figure_caption(cell) if cell.cell_type == "code" else None
         if caption:
-            note = nbformat.v4.new_markdown_cell(caption)
-            if minor < 5:
-                note.pop("id", None)
-            cells.append(note)
+            cells.append(_cell(nbformat.v4.new_markdown_cell, caption, minor))
     code = "\n".join(cell.source for cell in cells if cell.cell_type == "code")
     nb = _notebooks()
     torch, texts, model = nb.needs_torch(code), nb.needs_texts(code), nb.needs_model(code)
-    note = nbformat.v4.new_markdown_cell(nb.READER_NOTE)
-    if minor < 5:
-        note.pop("id", None)
+    note = _cell(nbformat.v4.new_markdown_cell, nb.READER_NOTE, minor)
     notebook.cells = [note, install_cell(repository, ref, minor, torch, texts, model)] + cells
     notebook.metadata.pop("jupytext", None)  # a plain notebook, not paired with a MyST file
     notebook.metadata[MARKER] = True

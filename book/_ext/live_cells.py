@@ -177,7 +177,7 @@ def mark_cells(app, doctree, docname: str) -> None:
         "page": docname,
         "cells": [{key: cell[key] for key in ("index", "number", "shown", "run", "need",
                                               "source", "stripped", "differs")}
-                   | {"reason": cell["need"]} for cell in cells],
+                   for cell in cells],
     }, indent=1))
 
 

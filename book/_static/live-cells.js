@@ -66,12 +66,14 @@
     const input = element.querySelector(".cell_input");
     if (!input) return;
     const need = needOf(element);
+    // the bar is a direct child of the cell, after the box that holds the code (folded or not)
+    const anchor = [...element.children].find((child) => child.contains(input));
     const bar = document.createElement("div");
     bar.className = "live-bar";
     if (need) {
       bar.classList.add("live-bar-skip");
       bar.textContent = `Cell ${number} does not run in the page: ${REASONS[need]}.`;
-      [...element.children].find((child) => child.contains(input)).after(bar);
+      anchor.after(bar);
       return;
     }
     const pre = codeBox(element);
@@ -98,8 +100,7 @@
       note.textContent = "In the page this cell runs without its PyTorch import (PyTorch does not run in a browser).";
       bar.append(note);
     }
-    // A direct child of the cell, after the box that holds the code (a folded input's too).
-    [...element.children].find((child) => child.contains(input)).after(bar);
+    anchor.after(bar);
     run.addEventListener("click", () => {
       if (run.dataset.running === "yes") stop(element); else request(element);
     });
@@ -395,7 +396,7 @@
         const node = nodes.get(cell.index);
         const label = cell.number ? `cell ${cell.number}` : "a cell the page hides (its glue and checks)";
         if (!cell.run) {
-          await send({ type: "skip", cell: cell.index, source: cell.source, label, reason: cell.reason }, element, false);
+          await send({ type: "skip", cell: cell.index, source: cell.source, label, reason: REASONS[cell.need] }, element, false);
           state.done.add(cell.index);
           continue;
         }

@@ -136,12 +136,9 @@ def describe(value) -> str:
 
 
 # The rewriting ---------------------------------------------------------------------------------
-_LITERALS = (ast.Constant,)
-
-
 def _interesting(node: ast.AST) -> bool:
     """Whether an operand's value says something its code does not (not a literal)."""
-    if isinstance(node, _LITERALS):
+    if isinstance(node, ast.Constant):
         return False
     if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
         return False
@@ -169,20 +166,24 @@ class _Rewriter(ast.NodeTransformer):
             return code
         return ast.unparse(node)
 
+    def _register(self, node: ast.stmt, word: str = "assert") -> tuple[int, Claim]:
+        """Number the claim ``node`` makes and keep its code and place for the report."""
+        where = f"{self.label}, line {node.lineno}" if self.label else f"line {node.lineno}"
+        self.claims.claims.append(Claim(self._code(node, word), where))
+        return len(self.claims.claims) - 1, self.claims.claims[-1]
+
     def _record(self, node: ast.AST, claim: int, operands: list[str]) -> ast.AST:
         operands.append(ast.unparse(node))
-        return ast.Call(
-            func=ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="value",
-                               ctx=ast.Load()),
-            args=[ast.Constant(claim), ast.Constant(len(operands) - 1), node], keywords=[])
+        return _call("value", ast.Constant(claim), ast.Constant(len(operands) - 1), node)
 
-    def _wrap(self, node: ast.AST, claim: int, operands: list[str], depth: int = 0) -> ast.AST:
-        """Record the operands of the test's comparisons and calls, keeping its evaluation."""
+    def _wrap(self, node: ast.AST, claim: int, operands: list[str]) -> ast.AST:
+        """Record the operands of the test's comparisons and of its outermost call, keeping
+        its evaluation."""
         if isinstance(node, ast.BoolOp):
-            node.values = [self._wrap(value, claim, operands, depth) for value in node.values]
+            node.values = [self._wrap(value, claim, operands) for value in node.values]
             return node
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            node.operand = self._wrap(node.operand, claim, operands, depth)
+            node.operand = self._wrap(node.operand, claim, operands)
             return node
         if isinstance(node, ast.Compare):
             parts = [node.left, *node.comparators]
@@ -190,7 +191,7 @@ class _Rewriter(ast.NodeTransformer):
                        for part in parts]
             node.left, node.comparators = wrapped[0], wrapped[1:]
             return node
-        if isinstance(node, ast.Call) and depth == 0:
+        if isinstance(node, ast.Call):
             node.args = [self._record(arg, claim, operands)
                          if _interesting(arg) and not isinstance(arg, ast.Starred) else arg
                          for arg in node.args]
@@ -198,7 +199,7 @@ class _Rewriter(ast.NodeTransformer):
                 if keyword.arg is not None and _interesting(keyword.value):
                     keyword.value = self._record(keyword.value, claim, operands)
             return node
-        if _interesting(node) and not isinstance(node, ast.Call):
+        if _interesting(node):
             return self._record(node, claim, operands)
         return node
 
@@ -209,37 +210,30 @@ class _Rewriter(ast.NodeTransformer):
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
                 and call.func.attr.startswith("assert_")):
             return self.generic_visit(node)
-        claim = len(self.claims.claims)
-        where = f"{self.label}, line {node.lineno}" if self.label else f"line {node.lineno}"
-        self.claims.claims.append(Claim(self._code(node, "assert_"), where))
+        claim, _ = self._register(node, "assert_")
         name = f"_{NAME}_error"
-        report = ast.Expr(ast.Call(
-            func=ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="failed",
-                               ctx=ast.Load()),
-            args=[ast.Constant(claim), ast.Call(func=ast.Name(id="str", ctx=ast.Load()),
-                                                args=[ast.Name(id=name, ctx=ast.Load())],
-                                                keywords=[])], keywords=[]))
+        message = ast.Call(func=ast.Name(id="str", ctx=ast.Load()),
+                           args=[ast.Name(id=name, ctx=ast.Load())], keywords=[])
         guarded = ast.Try(body=[node], handlers=[ast.ExceptHandler(
-            type=ast.Name(id="AssertionError", ctx=ast.Load()), name=name, body=[report])],
+            type=ast.Name(id="AssertionError", ctx=ast.Load()), name=name,
+            body=[ast.Expr(_call("failed", ast.Constant(claim), message))])],
             orelse=[], finalbody=[])
         return ast.copy_location(guarded, node)
 
     def visit_Assert(self, node: ast.Assert):
-        claim = len(self.claims.claims)
-        where = f"{self.label}, line {node.lineno}" if self.label else f"line {node.lineno}"
-        record = Claim(self._code(node), where)
-        self.claims.claims.append(record)
+        claim, record = self._register(node)
         test = self._wrap(node.test, claim, record.operands)
-        call = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="failed",
-                             ctx=ast.Load())
-        start = ast.Expr(ast.Call(
-            func=ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr="start",
-                               ctx=ast.Load()),
-            args=[ast.Constant(claim)], keywords=[]))
-        report = ast.Expr(ast.Call(func=call, args=[ast.Constant(claim)]
-                                   + ([node.msg] if node.msg is not None else []), keywords=[]))
+        start = ast.Expr(_call("start", ast.Constant(claim)))
+        message = [node.msg] if node.msg is not None else []
+        report = ast.Expr(_call("failed", ast.Constant(claim), *message))
         check = ast.If(test=ast.UnaryOp(op=ast.Not(), operand=test), body=[report], orelse=[])
         return [ast.copy_location(start, node), ast.copy_location(check, node)]
+
+
+def _call(method: str, *args: ast.expr) -> ast.Call:
+    """``_scratchformer_claims.<method>(*args)``: what the rewritten code calls."""
+    return ast.Call(func=ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr=method,
+                                       ctx=ast.Load()), args=list(args), keywords=[])
 
 
 def _comments(source: str) -> dict[int, str]:
