@@ -63,8 +63,18 @@ def test_the_loss_counts_the_answer_digits_only():
     assert np.all(spy.d_logits[:, 3:].any(axis=-1))
 
 
+#: The exact match the decoder-only chapter asserts of the same run (book/decoder_only.md):
+#: 0.97, not 0.99, since the seed sweep (seeds 0 to 4, tools/seed_sweep.py) under OpenBLAS's
+#: SkylakeX and Haswell kernels. With seed 0 and BLAS on one thread the adder answers 100.0 % of
+#: its test problems under SkylakeX and 98.8 % under Haswell: the kernel decides the rounding,
+#: and the rounding the trained model. The command trains the chapter's run (its model, its
+#: settings, seed 0), so it is held to the chapter's threshold, the one the sweep found to hold
+#: on both kernels; the test asked 0.99 until a machine forcing the Haswell kernel failed it.
+ADDER_EXACT_MATCH = 0.97
+
+
 @pytest.mark.slow
-def test_the_command_line_trains_the_adder_to_99_percent_on_held_out_problems():
+def test_the_command_line_trains_the_adder_to_the_chapters_accuracy_on_held_out_problems():
     completed = subprocess.run([sys.executable, "-m", "scratchformer.train", "--task", "add",
                                 "--quiet"], capture_output=True, text=True, timeout=1200,
                                env=training_environment())
@@ -72,4 +82,5 @@ def test_the_command_line_trains_the_adder_to_99_percent_on_held_out_problems():
     last = completed.stdout.strip().split("\n")[-1]
     accuracy, seconds = last.split()
     assert seconds.startswith("seconds=") and float(seconds.split("=")[1]) > 0
-    assert accuracy.startswith("accuracy=") and float(accuracy.split("=")[1]) >= 0.99
+    assert accuracy.startswith("accuracy=")
+    assert float(accuracy.split("=")[1]) >= ADDER_EXACT_MATCH
