@@ -15,6 +15,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from conftest import KERNELS
 from scratchformer import _threads
 from scratchformer import train as tr
 from scratchformer.book import runs
@@ -40,8 +41,16 @@ def test_the_key_changes_with_what_changes_the_outcome(monkeypatch):
     assert runs.run_key(small_model(), TASK, dataclasses.replace(CONFIG, seed=1)) != key
     assert runs.run_key(small_model(), tr.make_task("sort", length=4, vocab_size=5),
                         CONFIG) != key
-    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")  # a forced kernel rounds differently
-    assert runs.run_key(small_model(), TASK, CONFIG) != key
+    # A forced kernel rounds differently: forcing one changes the key (unset against set, the
+    # machine's own variables removed above), and so does forcing another.
+    keys = {key}
+    for kernel in KERNELS:
+        monkeypatch.setenv("OPENBLAS_CORETYPE", kernel)
+        keys.add(runs.run_key(small_model(), TASK, CONFIG))
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "262144")  # the cache size OpenBLAS assumes
+    keys.add(runs.run_key(small_model(), TASK, CONFIG))
+    assert len(keys) == 2 + len(KERNELS)
 
 
 @pytest.mark.skipif(not _threads.BLAS_THREAD_CONTROL, reason="BLAS's threads cannot be set")
