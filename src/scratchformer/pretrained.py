@@ -171,7 +171,7 @@ _BLOCK = {"attn_norm.weight": ("norm1.gamma", False),
           "ffn_down.weight": ("ffn.w_down", True)}
 
 
-def from_gguf(source, *, dtype=np.float32, max_positions=None):
+def from_gguf(source, *, dtype=np.float32, max_positions=None, transform=None):
     """A :class:`~scratchformer.DecoderModel` with the weights of a Llama GGUF file.
 
     Parameters
@@ -181,6 +181,11 @@ def from_gguf(source, *, dtype=np.float32, max_positions=None):
         Of the parameters (the file's are 4- and 8-bit, dequantised to float32 first).
     max_positions : int, optional
         The longest sequence to read; default the file's context length.
+    transform : callable, optional
+        ``transform(name, info, weights)`` returns the weights to load in place of tensor
+        ``name``'s (``info`` its :class:`~scratchformer.gguf.TensorInfo`, ``weights`` the
+        dequantised float32 array in the file's shape, rows along its last axis); the
+        chapter "Fewer bits" re-quantises the model's matrices with it. The same shape back.
 
     Returns
     -------
@@ -215,6 +220,12 @@ def from_gguf(source, *, dtype=np.float32, max_positions=None):
                          f"{unexpected[:5]}")
     for name, (target, transpose) in wanted.items():
         array = gguf.tensor(name)
+        if transform is not None:
+            new = np.asarray(transform(name, gguf.tensors[name], array))
+            if new.shape != array.shape:
+                raise ValueError(f"transform changed the shape of {name} from {array.shape} "
+                                 f"to {new.shape}")
+            array = new
         values[target] = array.T if transpose else array
     model.load_parameters(values)
     return model
