@@ -11,6 +11,7 @@ import numbers
 
 import numpy as np
 
+from .. import precision
 from ..config import ConfiguredModel, DecoderOnlyConfig, EncoderConfig
 from ..seq2seq import EncoderDecoderConfig
 from ..tasks import Task
@@ -173,7 +174,8 @@ def run_settings(model, config, *, task=None) -> str:
     rows.append(("**model**", f"`{type(models[0]).__name__}`"))
     rows += _merged([_model_rows(m) for m in models])
     rows.append(("**training**", ""))
-    rows += _merged([_training_rows(c) for c in configs])
+    formats = any(not precision.plain(c) for c in configs)
+    rows += _merged([_training_rows(c, formats) for c in configs])
     return markdown_table([{"setting": s, "value": v} for s, v in rows],
                           [("setting", "setting", "{}"), ("value", "value", "{}")],
                           align="ll")
@@ -262,7 +264,7 @@ def _model_rows(model):
     return rows
 
 
-def _training_rows(c):
+def _training_rows(c, formats=False):
     if c.cpu_seconds is None:
         length = f"{_plain(c.max_steps)} steps"
     else:
@@ -282,4 +284,9 @@ def _training_rows(c):
         ("validation set", _plain(c.n_valid)),
         ("test set", _plain(c.n_test)),
         ("seed", _plain(c.seed)),
-    ]
+    ] + ([
+        ("gradients kept in", c.gradients),
+        ("loss scaling", "dynamic" if c.loss_scaling else "none"),
+        ("gradients computed as one of", f"{_plain(c.micro_batches)} micro-batches"),
+        ("weights stored in", c.weights),
+    ] if formats else [])

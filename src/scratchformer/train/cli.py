@@ -78,6 +78,15 @@ def main(argv=None):
                              f"({ADDER_TRAINING['warmup_steps']} for the adder, "
                              f"{TEXT_TRAINING['warmup_steps']} for text), "
                              "or max-steps / 10 if smaller")
+    parser.add_argument("--gradients", choices=("float32", "float16", "bfloat16"),
+                        default=defaults.gradients,
+                        help="keep the gradients in this format (scratchformer.precision)")
+    parser.add_argument("--micro-batches", type=int, default=defaults.micro_batches,
+                        help="compute the gradients as one of this many micro-batches")
+    parser.add_argument("--loss-scaling", action="store_true",
+                        help="dynamic loss scaling (with float16 or bfloat16 gradients)")
+    parser.add_argument("--weights", choices=("float32", "bfloat16"), default=defaults.weights,
+                        help="store the weights in this format after every update")
     parser.add_argument("--quiet", action="store_true", help="print the final line only")
     args = parser.parse_args(argv)
     text = args.task == TEXT_TASK
@@ -114,8 +123,13 @@ def main(argv=None):
     warmup = args.warmup_steps
     if warmup is None:
         warmup = min(defaults.warmup_steps, max_steps // 10)
-    config = dataclasses.replace(defaults, seed=args.seed, max_steps=max_steps,
-                                 warmup_steps=warmup)
+    try:
+        config = dataclasses.replace(defaults, seed=args.seed, max_steps=max_steps,
+                                     warmup_steps=warmup, gradients=args.gradients,
+                                     micro_batches=args.micro_batches,
+                                     loss_scaling=args.loss_scaling, weights=args.weights)
+    except ValueError as error:
+        parser.error(str(error))
     if text:
         model = text_model(task, seed=args.seed)
     elif adder:

@@ -22,6 +22,7 @@ import weakref
 
 import numpy as np
 
+from .. import precision
 from .._threads import blas_threads, cores, parallel_map, shares
 from .._validation import (
     fraction,
@@ -65,6 +66,13 @@ class TrainConfig:
     # Keep a copy of every parameter at each evaluation (TrainResult.parameters_at), to read
     # the model as it was partway, e.g. to sample from it at each budget.
     keep_parameters: bool = False
+    # Number formats (scratchformer.precision, chapter "Half precision"): the gradients kept
+    # in float16 or bfloat16, dynamic loss scaling, the gradients computed as one of
+    # micro_batches (their loss divided by that many), the weights stored in bfloat16.
+    gradients: str = "float32"
+    loss_scaling: bool = False
+    micro_batches: int = 1
+    weights: str = "float32"
 
     def __post_init__(self):
         for name in ("batch_size", "max_steps", "eval_every", "n_valid", "n_test"):
@@ -85,6 +93,7 @@ class TrainConfig:
         if self.target_accuracy is not None:
             fraction(self.target_accuracy, "target_accuracy")
         non_negative_int(self.seed, "seed")
+        precision.check_config(self)
 
 
 @dataclasses.dataclass
@@ -99,7 +108,9 @@ class TrainResult:
         Per step: ``loss``, ``lr``, ``grad_norm`` (before clipping) and ``cpu_seconds``
         (spent on training steps so far). Per evaluation: ``eval_step`` (steps done) and
         ``valid_<score>`` for each of the task's validation scores (``valid_accuracy``
-        always).
+        always). A run in other number formats than float32 adds, per step, the statistics of
+        :func:`scratchformer.precision.train_step` (``grad_zero``, ``grad_subnormal``,
+        ``skipped``, ``loss_scale``, and ``lost_updates`` with bfloat16 weights).
     test : dict of str to float
         The task's scores on the held-out test set (``accuracy`` and the task's others).
     steps : int
@@ -265,6 +276,8 @@ def train(model, task, config=TrainConfig(), *, log=None):
     optimiser = Adam(model, weight_decay=c.weight_decay)
     history = {"loss": [], "lr": [], "grad_norm": [], "cpu_seconds": [], "eval_step": []}
     parameters_at = {}
+    plain = precision.plain(c)
+    scaler = None if plain else precision.prepare(model, c)
     start = time.perf_counter()
     steps, spent, spent_at_warmup = 0, 0.0, 0.0
     for step in range(c.max_steps):
@@ -277,7 +290,13 @@ def train(model, task, config=TrainConfig(), *, log=None):
                 spent_at_warmup = spent
             lr = _budget_lr(step, spent, spent_at_warmup, c)
         begun = _cpu_clock()
-        loss, norm = train_step(model, optimiser, task, batch, lr, c.clip_norm)
+        if plain:
+            loss, norm = train_step(model, optimiser, task, batch, lr, c.clip_norm)
+        else:
+            loss, norm, stats = precision.train_step(model, optimiser, task, batch, lr, c,
+                                                     scaler)
+            for name, value in stats.items():
+                history.setdefault(name, []).append(value)
         spent += _cpu_clock() - begun
         steps = step + 1
         history["loss"].append(loss)
