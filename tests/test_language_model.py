@@ -237,7 +237,7 @@ def test_the_text_model_is_pre_ln_rotary_with_the_task_s_context():
 # --- the addresses and the command ------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def char_task():
+def char_task(texts):
     return addresses_task("char", context=64)
 
 
@@ -258,6 +258,7 @@ def test_the_addresses_task_rejects_an_unknown_tokenizer():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("texts")
 def test_the_command_ends_with_bits_per_char_and_seconds(capsys):
     assert main(["--task", "text", "--seconds", "1", "--quiet"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]

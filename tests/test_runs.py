@@ -137,7 +137,7 @@ print(digest.hexdigest())
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["reverse", "add", "translate", "text"])
-def test_a_run_is_the_same_in_another_process(task):
+def test_a_run_is_the_same_in_another_process(task, request):
     """What lets a build's stored run stand for the run another process would train (the
     scratch build of tests/test_build.py starts from the build's runs): two processes with
     different hash seeds (the order of a set of strings, a vocabulary's, changes with it)
@@ -147,6 +147,8 @@ def test_a_run_is_the_same_in_another_process(task):
 
     from conftest import training_environment
 
+    if task == "text":
+        request.getfixturevalue("texts")  # the addresses, read as characters
     digests = set()
     for hash_seed in ("1", "2"):
         env = training_environment() | {"PYTHONHASHSEED": hash_seed}
