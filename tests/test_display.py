@@ -92,6 +92,20 @@ def test_run_settings_lists_what_the_compared_runs_vary():
     assert rows == settings(run_settings(tuple(models), configs, task=task))
 
 
+def test_run_settings_shows_number_formats_only_where_a_run_changes_them():
+    task = sf.AdditionTask()
+    model = tr.adder_model(task)
+    plain = tr.TrainConfig(**tr.ADDER_TRAINING)
+    assert "gradients kept in" not in settings(run_settings(model, plain, task=task))
+    half = tr.TrainConfig(**(tr.ADDER_TRAINING | {"gradients": "float16", "micro_batches": 32,
+                                                   "loss_scaling": True}))
+    rows = settings(run_settings([model, model], [plain, half], task=task))
+    assert rows["gradients kept in"] == "float32 or float16"
+    assert rows["loss scaling"] == "none or dynamic"
+    assert rows["gradients computed as one of"] == "1 micro-batch or 32 micro-batches"
+    assert rows["weights stored in"] == "float32"
+
+
 def test_run_settings_writes_numbers_plainly():
     task = sf.LabellingTask()
     config = tr.TrainConfig(peak_lr=np.float64(1e-3), batch_size=np.int64(128),

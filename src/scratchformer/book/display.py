@@ -287,6 +287,7 @@ def _training_rows(c, formats=False):
     ] + ([
         ("gradients kept in", c.gradients),
         ("loss scaling", "dynamic" if c.loss_scaling else "none"),
-        ("gradients computed as one of", f"{_plain(c.micro_batches)} micro-batches"),
+        ("gradients computed as one of", f"{_plain(c.micro_batches)} micro-batch"
+         + ("es" if c.micro_batches != 1 else "")),
         ("weights stored in", c.weights),
     ] if formats else [])
