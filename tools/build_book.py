@@ -61,6 +61,8 @@ ALONE = ("book/appendix_speed.md", "book/kv_cache.md", "book/decoding.md")
 #: worker would wait on the run's lock while the other trains it (in a clean build, sampling
 #: waited for language modelling's run about 58 s of its 62).
 AFTER = {"book/sampling.md": "book/language_modelling.md",
+         "book/fewer_bits.md": "book/language_modelling.md",
+         "book/half_precision.md": "book/language_modelling.md",
          "book/rotary_adder.md": "book/decoder_only.md",
          "book/trained_translator.md": "book/translation.md",
          "book/decoding_translator.md": "book/translation.md",

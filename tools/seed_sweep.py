@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SEEDED_CHAPTERS = ("book/training.md", "book/trained_attention.md", "book/post_ln_pre_ln.md",
                    "book/warmup.md", "book/translation.md", "book/trained_translator.md",
                    "book/decoding.md", "book/decoding_translator.md", "book/decoder_only.md",
-                   "book/rotary_adder.md", "book/language_modelling.md", "book/sampling.md")
+                   "book/rotary_adder.md", "book/language_modelling.md", "book/sampling.md",
+                   "book/fewer_bits.md", "book/half_precision.md")
 
 # Run in the kernel before the chapter: every assert becomes _sweep_record(...), which
 # appends one JSON line to $SWEEP_RECORD and never raises.

@@ -34,7 +34,7 @@ MODULES = [
     "scratchformer.tokenizer.pretokenization", "scratchformer.tokenizer.bpe",
     "scratchformer.corpus",
     "scratchformer.language_model", "scratchformer.gguf", "scratchformer.pretrained",
-    "scratchformer.gpt2",
+    "scratchformer.gpt2", "scratchformer.quantize", "scratchformer.precision",
     "scratchformer.gradcheck",
     "scratchformer.tiled",
     "scratchformer.book.plotting", "scratchformer.book.display", "scratchformer.book.timing",
