@@ -152,7 +152,7 @@ class LossScaler:
                 f"backoff={self.backoff:g}, interval={self.interval})")
 
     def update(self, finite):
-        """After a step: ``finite`` says whether its gradients were all finite."""
+        """After a step: ``finite`` says whether its gradients were finite."""
         if finite:
             self.good += 1
             if self.good == self.interval:
