@@ -12,9 +12,9 @@ import pytest
 
 from scratchformer import DecoderModel
 from scratchformer import precision as hp
+from scratchformer import train as tr
 from scratchformer._threads import blas_threads
 from scratchformer.optim import Adam
-from scratchformer import train as tr
 from scratchformer.train import TrainConfig, train
 
 

@@ -58,7 +58,7 @@ class NumberFormat:
 
     @property
     def max(self):
-        """The largest finite number: the top exponent below inf's, every fraction bit 1."""
+        """The largest finite number (the top exponent below inf's, every fraction bit 1)."""
         return (2 - 2.0 ** -self.fraction_bits) * 2.0 ** self.bias
 
     @property
@@ -71,7 +71,7 @@ class NumberFormat:
 
     @property
     def epsilon(self):
-        """The step from 1 to the next number: a relative step of the format."""
+        """The step from 1 to the next number (the format's relative step)."""
         return 2.0 ** -self.fraction_bits
 
 
@@ -261,8 +261,8 @@ def train_step(model, optimiser, task, batch, lr, config, scaler=None):
     the size of the numbers the narrow format must hold changes (with float32 gradients and a
     power of two, nothing but what float32 itself holds only as subnormals). A step whose
     gradients hold an inf or NaN changes no weight and lowers the scaler's scale; without a
-    scaler it raises ``FloatingPointError``, naming the parameter. With ``config.weights == "bfloat16"`` every updated weight is rounded back to
-    bfloat16.
+    scaler it raises ``FloatingPointError``, naming the parameter. With
+    ``config.weights == "bfloat16"`` every updated weight is rounded back to bfloat16.
 
     Returns
     -------
