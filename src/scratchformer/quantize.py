@@ -101,8 +101,8 @@ def _quantize_q4_0(x, what):
 
 
 def _levels(x, bits, what):
-    """Q4_1's rule with ``2**bits`` levels: the scale, the offset (both float32) and
-    the integers."""
+    """Q4_1's rule with ``2**bits`` levels: the scale, the offset (both
+    float32) and the integers."""
     top = 2 ** bits - 1
     low = x.min(axis=1, keepdims=True)
     d = (x.max(axis=1, keepdims=True) - low) / np.float32(top)
