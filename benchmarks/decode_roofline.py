@@ -12,6 +12,9 @@ script measures, interleaved in one run:
   operation a token is made of), and a sum over the same bytes; the faster is the machine's rate;
 - the **time a token** of ``DecoderModel.generate`` with its cache, batch 1, float32: the time
   of ``1 + new`` tokens after the prompt, less that of 1, over ``new``;
+- the **matrices alone**: each of the model's matrices multiplied by a vector once, in turn,
+  which is what of a token the roofline bounds; the rest of the token's time is the work
+  between them;
 
 and prints the prediction (bytes / bandwidth), the measured time, and their ratio. Target
 (issue 53): the prediction within 25 % of the measured time. It also prints the bound for the
@@ -46,10 +49,24 @@ def main() -> None:
     matrix = np.random.default_rng(0).standard_normal((side, side), dtype=np.float32)
     vector = np.ones(side, np.float32)
     new = args.new_tokens
+    # every matrix of the model once, as a token multiplies it: x @ W for the blocks'
+    # projections, the tied embedding as the head (table @ x)
+    matrices = [layer.params[key] for _, layer, key in model.named_parameters()
+                if layer.params[key].ndim == 2]
+    inputs = {n: np.ones(n, np.float32) for w in matrices for n in w.shape}
+    d_model = model.config.d_model
+
+    def every_matrix_once():
+        for w in matrices:
+            if w.shape[1] == d_model and w.shape[0] > 4 * d_model:  # the tied head
+                w @ inputs[d_model]
+            else:
+                inputs[w.shape[0]] @ w
 
     times = interleaved_times({
         "gemv": lambda: vector @ matrix,
         "sum": lambda: matrix.sum(),
+        "matrices": every_matrix_once,
         "one token": lambda: model.generate(prompt, 1),
         "more tokens": lambda: model.generate(prompt, 1 + new),
     }, repeats=args.repeats)
@@ -65,6 +82,10 @@ def main() -> None:
     print(f"weights: {weights / 1e6:.0f} MB read a token")
     print(f"predicted {predicted * 1e3:.1f} ms a token, measured {per_token * 1e3:.1f} ms "
           f"(after a prompt of {prompt.shape[1]} tokens, {new} tokens)")
+    print(f"the model's {len(matrices)} matrices, each multiplied by a vector once: "
+          f"{median['matrices'] * 1e3:.1f} ms ({median['matrices'] / predicted:.2f} of the "
+          f"bound); the rest of a token (norms, RoPE, attention over the cache, the sampling "
+          f"and Python's calls): {(per_token - median['matrices']) * 1e3:.1f} ms")
     ratio = per_token / predicted
     verdict = "within" if abs(ratio - 1) <= TARGET else "outside"
     print(f"measured / predicted: {ratio:.2f} ({verdict} the target of {TARGET:.0%})")
