@@ -1,6 +1,6 @@
 """The hand-written backward passes of attention, the layer norm, the feed-forward network,
 ``Linear``, the encoder blocks and the encoder model, checked two independent ways (the other
-layers' are checked beside their modules' tests: the README lists where).
+layers' are checked beside their modules' tests: CONTRIBUTING.md lists where).
 
 1. Central finite differences in float64 on shapes chosen by Hypothesis: the relative error of
    every gradient (input and each parameter) must be below 1e-6. Finite differences know
