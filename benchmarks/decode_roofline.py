@@ -51,15 +51,14 @@ def main() -> None:
     new = args.new_tokens
     # every matrix of the model once, as a token multiplies it: x @ W for the blocks'
     # projections, the tied embedding as the head (table @ x)
-    matrices = [layer.params[key] for _, layer, key in model.named_parameters()
+    matrices = [(key, layer.params[key]) for _, layer, key in model.named_parameters()
                 if layer.params[key].ndim == 2]
-    inputs = {n: np.ones(n, np.float32) for w in matrices for n in w.shape}
-    d_model = model.config.d_model
+    inputs = {n: np.ones(n, np.float32) for _, w in matrices for n in w.shape}
 
     def every_matrix_once():
-        for w in matrices:
-            if w.shape[1] == d_model and w.shape[0] > 4 * d_model:  # the tied head
-                w @ inputs[d_model]
+        for key, w in matrices:
+            if key == "table":  # the embedding, read whole as the tied head
+                w @ inputs[w.shape[1]]
             else:
                 inputs[w.shape[0]] @ w
 
