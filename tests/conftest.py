@@ -111,6 +111,18 @@ def pytest_terminal_summary(terminalreporter):
                                     f"tests, its last ended {end:.0f} s in; {files}")
 
 
+@pytest.fixture(autouse=True)
+def _no_figure_outlives_its_test():
+    """Close what pyplot still holds after each test: a figure a test drew and left open would
+    otherwise be shown by the next test that shows pyplot's figures (the live cells' kernel,
+    tests/test_live.py, shows every open figure at a cell's end, as Jupyter's inline backend
+    does), and which test that is depends on how pytest-xdist shares out the tests."""
+    yield
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None:
+        plt.close("all")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _blas_threads_per_worker():
     """Under pytest-xdist each worker's BLAS gets its share of the cores, not all of them:

@@ -19,12 +19,6 @@ TOKENS = ["the", "cat", "sat"]
 WEIGHTS = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [1 / 3, 1 / 3, 1 / 3]])
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
 def test_heatmap_draws_the_weights_with_their_labels():
     fig = attention_heatmap(WEIGHTS, TOKENS, title="demo")
     assert isinstance(fig, Figure)
