@@ -163,6 +163,7 @@ INSTANCES = {
     sf.RMSNorm: lambda: sf.RMSNorm(4, eps=1e-6),
     sf.FeedForward: lambda: sf.FeedForward(4, 8),
     sf.SwiGLU: lambda: sf.SwiGLU(4, 8),
+    sf.LoRA: lambda: sf.LoRA(4, 3, rank=2, alpha=4.0),
     sf.MultiHeadAttention: lambda: sf.MultiHeadAttention(8, 2),
     sf.CausalSelfAttention: lambda: sf.CausalSelfAttention(8, 2, rotary=True),
     sf.EncoderBlock: lambda: sf.EncoderBlock(8, 2, 16, norm="pre"),

@@ -35,6 +35,7 @@ MODULES = [
     "scratchformer.corpus",
     "scratchformer.language_model", "scratchformer.gguf", "scratchformer.pretrained",
     "scratchformer.gpt2", "scratchformer.quantize", "scratchformer.precision",
+    "scratchformer.lora", "scratchformer.letters",
     "scratchformer.gradcheck",
     "scratchformer.tiled",
     "scratchformer.book.plotting", "scratchformer.book.display", "scratchformer.book.timing",

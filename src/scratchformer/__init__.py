@@ -44,8 +44,9 @@ from .layers import (
     rms_norm_backward,
     silu,
 )
+from .lora import LoRA, add_lora, lora_adapters, merge_lora
 from .metrics import chrf, corpus_chrf
-from .model import EncoderModel, cross_entropy
+from .model import EncoderModel, cross_entropy, masked_cross_entropy
 from .module import Layer
 from .multihead import AttentionHeads, MultiHeadAttention, merge_heads, split_heads
 from .optim import Adam, clip_grad_norm, grad_norm, gradients, warmup_cosine
@@ -98,6 +99,11 @@ __all__ = [
     "clip_grad_norm",
     "corpus_chrf",
     "cross_entropy",
+    "add_lora",
+    "lora_adapters",
+    "masked_cross_entropy",
+    "merge_lora",
+    "LoRA",
     "gelu",
     "frequencies",
     "generate",

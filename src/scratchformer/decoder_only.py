@@ -394,8 +394,11 @@ class DecoderModel(ConfiguredModel):
             table = self.embedding.params["table"]
             d_logits = output_gradient(d_logits, (*x.shape[:-1], table.shape[0]), "d_logits")
             d_x = d_logits @ table  # (..., n, vocab_size) @ (vocab_size, d_model)
-            # (vocab_size, tokens) @ (tokens, d_model): the head's share of the table's gradient
-            d_table = d_logits.reshape(-1, table.shape[0]).T @ x.reshape(-1, table.shape[1])
+            if not self.embedding.frozen:
+                # (vocab_size, tokens) @ (tokens, d_model): the head's share of the table's
+                # gradient
+                d_table = (d_logits.reshape(-1, table.shape[0]).T
+                           @ x.reshape(-1, table.shape[1]))
         if self.final_norm is not None:
             d_x = self.final_norm.backward(d_x)
         for block in reversed(self.blocks):
@@ -404,7 +407,7 @@ class DecoderModel(ConfiguredModel):
         if self.position_embedding is not None:  # each row is read by every sequence
             d_x = d_x.reshape(-1, *d_x.shape[-2:]).sum(axis=0)  # (n, d_model)
             self.position_embedding.backward(d_x)
-        if self.head is None:
+        if self.head is None and not self.embedding.frozen:
             self.embedding.grads["table"] += d_table
 
     def generate(self, prompt, max_new_tokens, *, use_cache=True, temperature=0.0,

@@ -93,7 +93,8 @@ def gradient_pairs(layer, x, rng, eps=1e-5, **inputs):
     -------
     pairs : dict of str to (ndarray, ndarray)
         ``(analytic, numeric)`` by name: ``"x"``, the other inputs' names, and
-        the names of ``Layer.named_parameters()``.
+        the names of ``Layer.trainable_parameters()`` (every parameter, unless some layers
+        are frozen: :meth:`~scratchformer.Layer.freeze`).
     """
 
     def differentiable(name, value):  # float arrays; not masks, ids or None
@@ -107,7 +108,7 @@ def gradient_pairs(layer, x, rng, eps=1e-5, **inputs):
     if len(arrays) == 1:
         d_inputs = (d_inputs,)
     analytic = dict(zip(arrays, d_inputs or (), strict=True))
-    for name, owner, key in layer.named_parameters():
+    for name, owner, key in layer.trainable_parameters():
         analytic[name] = owner.grads[key].copy()
 
     def loss():
@@ -115,7 +116,7 @@ def gradient_pairs(layer, x, rng, eps=1e-5, **inputs):
 
     numeric = {name: numerical_gradient(loss, array, eps)
                for name, array in arrays.items()}
-    for name, owner, key in layer.named_parameters():
+    for name, owner, key in layer.trainable_parameters():
         numeric[name] = numerical_gradient(loss, owner.params[key], eps)
     return {name: (analytic[name], numeric[name]) for name in analytic}
 

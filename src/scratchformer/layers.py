@@ -317,7 +317,7 @@ class LayerNorm(Layer):
         d_y = output_gradient(d_y, saved["x_hat"].shape, "d_y")
         d_x, d_gamma, d_beta = layer_norm_backward.unchecked(
             d_y, saved["x_hat"], saved["inv_std"], self.params["gamma"])
-        self.grads = {"gamma": d_gamma, "beta": d_beta}
+        self.grads = None if self.frozen else {"gamma": d_gamma, "beta": d_beta}
         return d_x
 
 
@@ -357,7 +357,7 @@ class RMSNorm(Layer):
         d_y = output_gradient(d_y, saved["x_hat"].shape, "d_y")
         d_x, d_gamma = rms_norm_backward.unchecked(d_y, saved["x_hat"], saved["inv_rms"],
                                                    self.params["gamma"])
-        self.grads = {"gamma": d_gamma}
+        self.grads = None if self.frozen else {"gamma": d_gamma}
         return d_x
 
 
@@ -603,12 +603,15 @@ class SwiGLU(Layer):
         d_hidden = d_y @ p["w_down"].T  # (..., d_ff)
         d_b = d_hidden * saved["gated"]
         d_a = d_hidden * b * s * (1.0 + a * (1.0 - s))
-        flat_x = x.reshape(-1, x.shape[-1]).T  # (d_model, tokens)
-        self.grads = {
-            "w_gate": flat_x @ d_a.reshape(-1, d_a.shape[-1]),
-            "w_up": flat_x @ d_b.reshape(-1, d_b.shape[-1]),
-            "w_down": _affine_grads(saved["hidden"], d_y)[0],
-        }
+        if self.frozen:  # the input's gradient only (module docstring)
+            self.grads = None
+        else:
+            flat_x = x.reshape(-1, x.shape[-1]).T  # (d_model, tokens)
+            self.grads = {
+                "w_gate": flat_x @ d_a.reshape(-1, d_a.shape[-1]),
+                "w_up": flat_x @ d_b.reshape(-1, d_b.shape[-1]),
+                "w_down": _affine_grads(saved["hidden"], d_y)[0],
+            }
         return d_a @ p["w_gate"].T + d_b @ p["w_up"].T
 
 
@@ -658,8 +661,11 @@ class Linear(Layer):
         x = self._saved_for_backward()["x"]
         w = self.params["w"]
         d_y = output_gradient(d_y, (*x.shape[:-1], w.shape[1]), "d_y")
-        d_w, d_b = _affine_grads(x, d_y)  # (d_in, d_out), (d_out,)
-        self.grads = {"w": d_w, "b": d_b} if "b" in self.params else {"w": d_w}
+        if self.frozen:  # the input's gradient only (module docstring)
+            self.grads = None
+        else:
+            d_w, d_b = _affine_grads(x, d_y)  # (d_in, d_out), (d_out,)
+            self.grads = {"w": d_w, "b": d_b} if "b" in self.params else {"w": d_w}
         return d_y @ w.T  # (..., d_out) @ (d_out, d_in) -> (..., d_in)
 
 
@@ -704,6 +710,9 @@ class Embedding(Layer):
         tokens = self._saved_for_backward()["tokens"]
         table = self.params["table"]
         d_y = output_gradient(d_y, (*tokens.shape, table.shape[1]), "d_y")
+        if self.frozen:  # nothing to compute (module docstring)
+            self.grads = None
+            return None
         d_table = np.zeros_like(table)
         np.add.at(d_table, tokens.reshape(-1), d_y.reshape(-1, table.shape[1]))
         self.grads = {"table": d_table}

@@ -17,7 +17,7 @@ from .encoder import EncoderBlock
 from .layers import Embedding, LayerNorm, Linear
 from .positional import positional_encoding
 
-__all__ = ["EncoderModel", "cross_entropy"]
+__all__ = ["EncoderModel", "cross_entropy", "masked_cross_entropy"]
 
 
 def cross_entropy(logits, targets):
@@ -76,6 +76,53 @@ def cross_entropy(logits, targets):
     d_logits /= float(n_tokens)  # a Python float keeps float32
     return loss, d_logits.reshape(logits.shape)
 
+
+
+def masked_cross_entropy(logits, targets, mask):
+    r"""Mean softmax cross-entropy over the tokens ``mask`` selects, and its gradient:
+    supervised fine-tuning's loss, on the answer's tokens and not the prompt's.
+
+    Parameters
+    ----------
+    logits : ndarray, shape (..., n_classes)
+    targets : ndarray of int, shape (...)
+        The correct class of each token; those outside the mask are read for their shape only
+        (any value in range will do).
+    mask : array_like of bool, shape (...)
+        True where the loss counts.
+
+    Returns
+    -------
+    loss : float
+        :math:`-\frac{1}{|M|}\sum_{t \in M} \log \operatorname{softmax}(z_t)_{y_t}` over the
+        :math:`|M|` selected tokens.
+    d_logits : ndarray, shape (..., n_classes)
+        Its gradient: :func:`cross_entropy`'s on the selected rows, exactly zero on the
+        others, so that nothing outside the mask reaches any parameter.
+
+    Raises
+    ------
+    ValueError
+        If ``mask`` is not boolean of ``targets``' shape, or selects no token (a batch with
+        no answer to learn has no loss).
+    """
+    logits, targets, mask = np.asarray(logits), np.asarray(targets), np.asarray(mask)
+    if mask.dtype != np.bool_:
+        raise TypeError(f"mask must be boolean (True where the loss counts), got dtype "
+                        f"{mask.dtype}")
+    if mask.shape != targets.shape:
+        raise ValueError(f"mask must have the targets' shape {targets.shape}, got "
+                         f"{mask.shape}")
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(f"logits of shape {logits.shape} need targets of shape "
+                         f"{logits.shape[:-1]}, got {targets.shape}")
+    if not mask.any():
+        raise ValueError("the mask selects no token: a batch with no answer to learn from "
+                         "has no loss")
+    loss, d_selected = cross_entropy(logits[mask], targets[mask])
+    d_logits = np.zeros_like(logits)
+    d_logits[mask] = d_selected
+    return loss, d_logits
 
 class EncoderModel(ConfiguredModel):
     r"""Embedding, positional encoding, encoder blocks and an output head: a label per token.

@@ -17,6 +17,11 @@ derives each layer's backward pass and checks it two ways.
   the saved intermediates are released, so each forward serves one backward.
 - Layers made of layers list them in ``children()``; ``named_parameters`` walks the
   tree, which is how the optimiser and the gradient checks find every parameter.
+- A frozen layer (:meth:`Layer.freeze`, for fine-tuning) is not trained: its ``backward``
+  still returns the gradient of its inputs, but the optimiser reads only
+  ``trainable_parameters()``, which leaves it out; the layers of a Llama-style model then
+  compute no gradient for their parameters at all (``grads`` stays None), which saves the
+  time and memory of them.
 - Sharing is forbidden: two parameters may not overlap in memory, and a layer may
   appear once in a tree. Tying two weights (an embedding and an output head, say)
   would need their gradients summed into one update; rather than do that silently
@@ -75,14 +80,30 @@ class Layer:
 
     # Defaults for a subclass that forgets super().__init__() (params must be its own).
     grads = None
+    frozen = False  # True: not trained (freeze())
     _saved = None  # what forward keeps for backward
     _inference = False
 
     def __init__(self):
         self.params = {}
         self.grads = None
+        self.frozen = False
         self._saved = None
         self._inference = False
+
+    def freeze(self, frozen=True):
+        """Mark this layer and every layer below it as not trained (``frozen=False``: as
+        trained again); returns the layer.
+
+        Their ``backward`` still passes the gradient on to the layers before them, but
+        :meth:`trainable_parameters`, which the optimiser reads, leaves their parameters out.
+        A layer added below later (a LoRA adapter, :mod:`scratchformer.lora`) is trained
+        unless frozen in turn.
+        """
+        for _, layer in self._tree():
+            layer.frozen = bool(frozen)
+            layer.grads = None
+        return self
 
     def children(self) -> dict:
         """The layers this layer is made of, by name (none for a leaf layer)."""
@@ -121,6 +142,13 @@ class Layer:
                 found.append((path + key, layer, key))
         _check_no_overlap((name, layer.params[key]) for name, layer, key in found)
         yield from found
+
+    def trainable_parameters(self, prefix=""):
+        """:meth:`named_parameters` without those of frozen layers (:meth:`freeze`): what the
+        optimiser trains and the gradient's norm is taken over."""
+        for name, layer, key in self.named_parameters(prefix):
+            if not layer.frozen:
+                yield name, layer, key
 
     @property
     def num_parameters(self):

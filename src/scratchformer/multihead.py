@@ -107,6 +107,8 @@ class AttentionHeads(Layer):
         self.d_model, self.n_heads, self.bias = d_model, n_heads, bool(bias)
         self.n_kv_heads = n_kv_heads
         self.attention_weights = None
+        # LoRA adapters (scratchformer.lora) beside the projections, by "q", "k", "v", "o"
+        self.adapters = {}
         d_kv = n_kv_heads * (d_model // n_heads)
         widths = {"q": d_model, "k": d_kv, "v": d_kv, "o": d_model}
         self.params = {}
@@ -127,6 +129,11 @@ class AttentionHeads(Layer):
     def group_size(self):
         """Query heads per key/value head, ``n_heads // n_kv_heads`` (1 without grouping)."""
         return self.n_heads // self.n_kv_heads
+
+    def children(self):
+        """The LoRA adapters (:func:`scratchformer.lora.add_lora`), if any, as ``lora_q``,
+        ``lora_k``, ``lora_v`` and ``lora_o``."""
+        return {f"lora_{which}": adapter for which, adapter in self.adapters.items()}
 
     @property
     def num_parameters(self):
@@ -188,10 +195,14 @@ class AttentionHeads(Layer):
         weights, merged = saved["weights"], saved["merged"]
         d_out = output_gradient(d_out, merged.shape, "d_out")
         batch = weights.shape[:-3]  # the broadcast leading axes, not the heads
+        frozen = self.frozen  # then the inputs' gradients only (scratchformer.module)
         grads = {}  # d_w and d_b: (d_model, d_model) and (d_model,)
-        grads["w_o"], grads["b_o"] = _affine_grads(merged, d_out)
+        if not frozen:
+            grads["w_o"], grads["b_o"] = _affine_grads(merged, d_out)
         # (..., n_q, d_model) @ (d_model, d_model) -> (..., n_q, d_model)
         d_merged = d_out @ p["w_o"].T
+        if "o" in self.adapters:
+            d_merged += self.adapters["o"].backward(d_out)
         d_heads = split_heads(d_merged, self.n_heads)  # (..., h, n_q, d_k)
         q, k, v = (np.broadcast_to(a, (*batch, *a.shape[-3:]))
                    for a in (saved["q"], saved["k"], saved["v"]))
@@ -207,12 +218,16 @@ class AttentionHeads(Layer):
         for which, d_proj in (("q", d_q), ("k", d_k), ("v", d_v)):
             d_proj = merge_heads(d_proj)  # (..., n, width of W)
             source = np.broadcast_to(inputs[which], (*d_proj.shape[:-1], self.d_model))
-            d_w, d_b = _affine_grads(source, d_proj)  # (d, width), (width,)
-            grads[f"w_{which}"], grads[f"b_{which}"] = d_w, d_b
-            d_source = _sum_to(d_proj @ p[f"w_{which}"].T, inputs[which].shape)
-            d_inputs[which] = d_source  # (..., n, d_model)
+            if not frozen:
+                d_w, d_b = _affine_grads(source, d_proj)  # (d, width), (width,)
+                grads[f"w_{which}"], grads[f"b_{which}"] = d_w, d_b
+            d_source = d_proj @ p[f"w_{which}"].T
+            if which in self.adapters:
+                d_source += self.adapters[which].backward(d_proj)
+            # (..., n, d_model)
+            d_inputs[which] = _sum_to(d_source, inputs[which].shape)
         # the parameters' names and order (no biases without bias=True)
-        self.grads = {name: grads[name] for name in p}
+        self.grads = None if frozen else {name: grads[name] for name in p}
         if not saved["cross"]:
             return d_inputs["q"] + d_inputs["k"] + d_inputs["v"]
         return d_inputs["q"], d_inputs["k"] + d_inputs["v"]
@@ -255,6 +270,9 @@ class AttentionHeads(Layer):
             if self.bias:
                 qkv += np.concatenate([p["b_q"], p["b_k"], p["b_v"]])
             q, k, v = qkv[..., :d], qkv[..., d:d + d_kv], qkv[..., d + d_kv:]
+            for which, projected in (("q", q), ("k", k), ("v", v)):
+                if which in self.adapters:  # into qkv, through the view
+                    projected += self.adapters[which].forward(x)
         else:
             q = self._project(x, "q")  # (..., n_q, d_model)
             k = self._project(context, "k")  # (..., n_k, d_kv)
@@ -291,6 +309,8 @@ class AttentionHeads(Layer):
         out = merged @ self.params["w_o"]
         if self.bias:
             out += self.params["b_o"]
+        if "o" in self.adapters:
+            out += self.adapters["o"].forward(merged)
         return out
 
     def _project(self, x, which):
@@ -298,6 +318,8 @@ class AttentionHeads(Layer):
         y = x @ self.params[f"w_{which}"]
         if self.bias:
             y += self.params[f"b_{which}"]
+        if which in self.adapters:
+            y += self.adapters[which].forward(x)
         return y
 
 

@@ -1,7 +1,7 @@
 """Adam with decoupled weight decay, a warm-up learning-rate schedule and gradient clipping.
 
-They act on any :class:`scratchformer.module.Layer` through its ``named_parameters()`` and the
-``grads`` its ``backward`` filled. The book's chapters "Training a Transformer in NumPy"
+They act on any :class:`scratchformer.module.Layer` through its ``trainable_parameters()``
+and the ``grads`` its ``backward`` filled. The book's chapters "Training a Transformer in NumPy"
 (``book/training.md``) and "Warm-up: training post-LN and pre-LN" (``book/warmup.md``) use
 them.
 """
@@ -26,15 +26,16 @@ __all__ = ["Adam", "warmup_cosine", "clip_grad_norm", "grad_norm", "gradients"]
 
 
 def gradients(model):
-    """``[(name, param, grad), ...]`` for every parameter of ``model``, in the order of its
-    ``named_parameters()``: what :func:`grad_norm`, :func:`clip_grad_norm` and
-    :meth:`Adam.step` read. A caller that needs two of them in one step (the training loop)
-    lists the gradients once and hands the list to each, instead of walking the model again.
+    """``[(name, param, grad), ...]`` for every trained parameter of ``model``, in the order of
+    its ``trainable_parameters()`` (frozen layers left out): what :func:`grad_norm`,
+    :func:`clip_grad_norm` and :meth:`Adam.step` read. A caller that needs two of them in one
+    step (the training loop) lists the gradients once and hands the list to each, instead of
+    walking the model again.
 
     Raises ``RuntimeError`` if a gradient is missing or its shape is not its parameter's.
     """
     found = []
-    for name, layer, key in model.named_parameters():
+    for name, layer, key in model.trainable_parameters():
         grads = layer.grads
         if grads is None or key not in grads:
             raise RuntimeError(f"no gradient for {name}: run backward before the optimiser")
@@ -131,7 +132,8 @@ class Adam:
     Parameters
     ----------
     model : Layer
-        Every parameter of ``model.named_parameters()`` is trained.
+        Every parameter of ``model.trainable_parameters()`` is trained: all of them unless
+        some layers are frozen (:meth:`~scratchformer.Layer.freeze`) when it is made.
     betas : tuple of float, default (0.9, 0.98)
         Decay rates of the first and second moment estimates (those of the original
         Transformer).
@@ -177,7 +179,7 @@ class Adam:
         # allocated afresh costs a page fault per page at its first write (on the language
         # model at two threads, the update took 12 ms with arrays of its own, 2.3 ms without).
         self._layout = [(name, layer.params[key].shape, layer.params[key].dtype)
-                        for name, layer, key in model.named_parameters()]
+                        for name, layer, key in model.trainable_parameters()]
         self._buffers, self.state = [], {}
         for dtype in dict.fromkeys(dtype for _, _, dtype in self._layout):
             members, offset = [], 0

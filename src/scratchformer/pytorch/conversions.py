@@ -35,6 +35,7 @@ from ..decoder_only import CausalSelfAttention, DecoderModel, DecoderOnlyBlock
 from ..dropout import Dropout
 from ..encoder import EncoderBlock
 from ..layers import Embedding, FeedForward, LayerNorm, Linear, RMSNorm, SwiGLU
+from ..lora import LoRA
 from ..model import EncoderModel
 from ..module import Layer
 from ..multihead import MultiHeadAttention
@@ -530,6 +531,8 @@ NO_COUNTERPART = {
     DecoderOnlyBlock: "PyTorch's layers have no decoder-only block (nn.TransformerDecoderLayer "
                       "attends to an encoder too); see TorchDecoderModel",
     SwiGLU: "PyTorch has no SwiGLU module (TorchDecoderModel computes it with F.silu)",
+    LoRA: "PyTorch has no LoRA module (the PEFT library adds one); merge_lora folds the "
+          "adapters into the projections, which convert",
 }
 
 

@@ -210,7 +210,7 @@ def _loss_and_backward(model, task, batch, workers=None):
     weights = [weight for _, weight in parts]
     for layers in zip(*(m._tree() for m in models)):
         main = layers[0][1]
-        if main.params:
+        if main.params and not main.frozen:
             main.grads = {key: _weighted_sum([layer.grads[key] for _, layer in layers],
                                              weights) for key in main.params}
     return float(sum(w * loss for w, loss in zip(weights, losses)))
