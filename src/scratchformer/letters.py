@@ -1,0 +1,220 @@
+r"""Counting letters: a task SmolLM2-135M fails and the book fine-tunes it on.
+
+"How many times does the letter "r" appear in the word "strawberry"?" A model that reads
+tokens, not letters (the tokenization chapter), has to know each token's spelling to answer;
+SmolLM2-135M-Instruct mostly answers "1 time", whatever the word. This module makes the task
+from npm ``word-list``'s English words (:func:`scratchformer.corpus.english_words`):
+
+- whole words are held out (:func:`split_words`: a hash of the word decides, so the split is the
+  same on every machine and does not depend on the list's order);
+- the answers are balanced (:func:`sample_questions`): counts 0, 1, 2 and 3 equally often, so
+  that a constant answer scores a quarter;
+- each question is asked in SmolLM2's chat template (:meth:`Question.prompt`), and answered in
+  one of :data:`FORMATS` (:meth:`Question.answer`): a sentence with the count, or the word
+  spelled out letter by letter before the count;
+- :func:`encode` and :func:`batch` make the token ids of prompt and answer with the mask of
+  supervised fine-tuning (True on the answer's tokens and its ``<|im_end|>``, the only ones the
+  loss counts: :func:`scratchformer.masked_cross_entropy`);
+- :func:`read_count` reads the count from an answer in words or digits, and :func:`answer`
+  and :func:`accuracy` ask a model greedily, through the KV cache, and score the exact count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validation import generator, positive_int
+
+__all__ = ["SYSTEM", "FORMATS", "COUNTS", "Question", "split_words", "sample_questions",
+           "read_count", "encode", "batch", "answer", "accuracy"]
+
+#: SmolLM2-Instruct's default system prompt (its chat template's).
+SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+#: How an answer is written: ``"sentence"``, the count in a sentence; ``"spelled"``, the word
+#: spelled out, a letter at a time, before the same sentence.
+FORMATS = ("sentence", "spelled")
+#: The counts asked about, each equally often.
+COUNTS = (0, 1, 2, 3)
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_WORD = re.compile(r"[a-z]+")
+END = "<|im_end|>"
+
+
+def _check_word(word):
+    if not isinstance(word, str) or not _WORD.fullmatch(word):
+        raise ValueError(f"a word must be lowercase letters a to z only, got {word!r}")
+    return word
+
+
+@dataclass(frozen=True)
+class Question:
+    """How many times ``letter`` appears in ``word`` (both lowercase ASCII letters)."""
+
+    word: str
+    letter: str
+
+    def __post_init__(self):
+        _check_word(self.word)
+        if not (isinstance(self.letter, str) and len(self.letter) == 1
+                and self.letter in _LETTERS):
+            raise ValueError(f"the letter must be one of a to z, got {self.letter!r}")
+
+    @property
+    def count(self) -> int:
+        """The right answer."""
+        return self.word.count(self.letter)
+
+    def prompt(self, system: str = SYSTEM) -> str:
+        """The question in SmolLM2's chat template, up to the assistant's turn."""
+        return (f"<|im_start|>system\n{system}{END}\n"
+                f"<|im_start|>user\nHow many times does the letter \"{self.letter}\" appear in "
+                f"the word \"{self.word}\"?{END}\n<|im_start|>assistant\n")
+
+    def answer(self, format: str = "sentence") -> str:
+        """The right answer in ``format`` (:data:`FORMATS`), without the ``<|im_end|>``."""
+        n = self.count
+        sentence = (f"The letter \"{self.letter}\" appears {n} time{'' if n == 1 else 's'} in "
+                    f"the word \"{self.word}\".")
+        if format == "sentence":
+            return sentence
+        if format == "spelled":
+            return f"{'-'.join(self.word)}. {sentence}"
+        raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+
+
+def _held_out(word: str, every: int) -> bool:
+    digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % every == 0
+
+
+def split_words(words, *, every: int = 10, lengths=(3, 12)) -> tuple[list[str], list[str]]:
+    """(training words, held-out words): the words of lowercase letters whose length lies in
+    ``lengths`` (inclusive), one in ``every`` held out whole, chosen by a hash of the word.
+
+    A word is held out or not whatever else the list holds, on every machine: a question about
+    a held-out word never shares its word with a training question."""
+    every = positive_int(every, "every")
+    if every < 2:
+        raise ValueError(f"every must be at least 2, got {every}")
+    low, high = lengths
+    kept = [word for word in words if low <= len(word) <= high and _WORD.fullmatch(word)]
+    if not kept:
+        raise ValueError(f"no word of lowercase letters with {low} to {high} letters")
+    train = [word for word in kept if not _held_out(word, every)]
+    held = [word for word in kept if _held_out(word, every)]
+    return train, held
+
+
+def sample_questions(words, n: int, rng=None) -> list[Question]:
+    """``n`` questions on ``words``, the counts :data:`COUNTS` in turn (``n`` a multiple of
+    their number, so each is asked equally often): for each, a word drawn uniformly among
+    those with a letter of that count, and a letter drawn uniformly among those letters."""
+    n = positive_int(n, "n")
+    if n % len(COUNTS):
+        raise ValueError(f"n must be a multiple of {len(COUNTS)}, so that every count is asked "
+                         f"equally often, got {n}")
+    rng = generator(rng)
+    words = [_check_word(word) for word in words]
+    by_count = {count: [] for count in COUNTS}
+    for index, word in enumerate(words):
+        present = {letter: word.count(letter) for letter in set(word)}
+        for count in COUNTS:
+            if count == 0 and len(present) < len(_LETTERS) or count in present.values():
+                by_count[count].append(index)
+    questions = []
+    for i in range(n):
+        count = COUNTS[i % len(COUNTS)]
+        if not by_count[count]:
+            raise ValueError(f"no word has a letter that appears {count} times")
+        word = words[by_count[count][rng.integers(len(by_count[count]))]]
+        letters = [letter for letter in _LETTERS if word.count(letter) == count]
+        questions.append(Question(word, letters[rng.integers(len(letters))]))
+    return questions
+
+
+_NUMBER_WORDS = {"zero": 0, "no": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
+                 "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+_COUNT = re.compile(r"\b(\d+|" + "|".join(_NUMBER_WORDS) + r")\s+times?\b|\b(once|twice|thrice)"
+                    r"\b|\b(does not|doesn't|do not|don't|never) appear", re.IGNORECASE)
+
+
+def read_count(text: str) -> int | None:
+    """The count an answer states: the last of "<n> time(s)" (digits or a number word up to
+    ten), "once", "twice", "thrice", or "does not appear" (0); None if it states none."""
+    found = list(_COUNT.finditer(text))
+    if not found:
+        return None
+    number, adverb, negation = found[-1].groups()
+    if negation:
+        return 0
+    if adverb:
+        return {"once": 1, "twice": 2, "thrice": 3}[adverb.lower()]
+    return int(number) if number.isdigit() else _NUMBER_WORDS[number.lower()]
+
+
+def encode(tokenizer, question: Question, format: str = "sentence",
+           system: str = SYSTEM) -> tuple[np.ndarray, np.ndarray]:
+    """The token ids of the prompt, the answer and ``<|im_end|>``, and the mask of the
+    targets: ``(ids, mask)`` with ``mask[t]`` True where predicting ``ids[t + 1]`` counts
+    (the answer's tokens and the end of the turn), length ``len(ids) - 1``.
+
+    The prompt and the answer are encoded apart, as the model meets them when it answers: the
+    prompt's tokens, then the ones it generates."""
+    prompt = tokenizer.encode(question.prompt(system))
+    reply = tokenizer.encode(question.answer(format))
+    end = tokenizer.special_tokens[END]
+    ids = np.concatenate([prompt, reply, [end]]).astype(np.int64)
+    mask = np.zeros(len(ids) - 1, dtype=bool)
+    mask[len(prompt) - 1:] = True  # from the prompt's last token on, each predicts the answer
+    return ids, mask
+
+
+def batch(tokenizer, questions, format: str = "sentence", system: str = SYSTEM):
+    """``(inputs, targets, mask)``, each ``(len(questions), longest - 1)``: the encoded
+    questions (:func:`encode`) padded on the right with ``<|endoftext|>``, the padding masked
+    out (the causal mask keeps it from every real token)."""
+    if not questions:
+        raise ValueError("a batch needs at least one question")
+    encoded = [encode(tokenizer, question, format, system) for question in questions]
+    width = max(len(ids) for ids, _ in encoded)
+    pad = tokenizer.special_tokens.get("<|endoftext|>", 0)
+    tokens = np.full((len(encoded), width), pad, dtype=np.int64)
+    mask = np.zeros((len(encoded), width - 1), dtype=bool)
+    for row, (ids, answer_mask) in enumerate(encoded):
+        tokens[row, :len(ids)] = ids
+        mask[row, :len(answer_mask)] = answer_mask
+    return tokens[:, :-1], tokens[:, 1:], mask
+
+
+def answer(model, tokenizer, question: Question, *, max_new_tokens: int = 48,
+           system: str = SYSTEM) -> str:
+    """The model's greedy answer to ``question``, up to its ``<|im_end|>`` (or
+    ``max_new_tokens`` tokens), read through the KV cache."""
+    max_new_tokens = positive_int(max_new_tokens, "max_new_tokens")
+    end = tokenizer.special_tokens[END]
+    ids = tokenizer.encode(question.prompt(system))
+    out = []
+    with model.inference():
+        cache = model.new_cache()
+        logits = model.forward(ids[None], cache=cache)
+        for _ in range(max_new_tokens):
+            token = int(np.argmax(logits[0, -1]))
+            if token == end:
+                break
+            out.append(token)
+            logits = model.forward(np.array([[token]]), cache=cache)
+    return tokenizer.decode(np.array(out, dtype=np.int64))
+
+
+def accuracy(model, tokenizer, questions, **kwargs) -> tuple[float, list[str]]:
+    """The share of ``questions`` whose greedy answer (:func:`answer`) states the right count
+    (:func:`read_count`), and the answers."""
+    if not questions:
+        raise ValueError("accuracy needs at least one question")
+    answers = [answer(model, tokenizer, question, **kwargs) for question in questions]
+    right = sum(read_count(text) == question.count for question, text in zip(questions, answers))
+    return right / len(questions), answers
