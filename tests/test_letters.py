@@ -4,6 +4,7 @@ the greedy answer's loop."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 
@@ -157,3 +158,56 @@ def test_the_greedy_answer_stops_at_the_end_of_the_turn(tokenizer):
               end]
     score, answers = letters.accuracy(ScriptedModel(script, 60_000), tokenizer, wrong)
     assert score == 0.5 and answers == [wrong[0].answer()] * 2
+
+
+def test_the_task_holds_out_words_and_trains_on_the_others(tokenizer):
+    words = ["".join(letters_) for letters_ in itertools.product("abcde", repeat=4)]
+    task = letters.CountLettersTask(tokenizer, words, format="spelled")
+    split = task.split(np.random.default_rng(0), 8, 12)
+    valid, test = {q.word for q in split.valid}, {q.word for q in split.test}
+    assert len(split.valid) == 8 and len(split.test) == 12 and not valid & test
+    assert (valid | test) <= set(task.held_words) and not set(task.held_words) & set(
+        task.train_words)
+    inputs, targets, mask = task.sample(np.random.default_rng(1), 6, split.exclude)
+    assert inputs.shape[0] == 8  # rounded up to a multiple of the four counts
+    trained = {tokenizer.decode(row).split('the word "')[1].split('"')[0] for row in inputs}
+    assert trained <= set(task.train_words)
+    with pytest.raises(ValueError, match="format must be"):
+        letters.CountLettersTask(tokenizer, words, format="digits")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--task", "reverse", "--method", "lora"], "--method and --format apply to --task "
+                                                "count-letters only"),
+    (["--task", "add", "--format", "spelled"], "--method and --format apply"),
+    (["--task", "count-letters", "--norm", "post"], "--norm does not apply to --task "
+                                                    "count-letters"),
+    (["--task", "reverse", "--seconds", "5"], "--seconds applies to --task text and --task "
+                                              "count-letters only"),
+])
+def test_the_command_refuses_options_of_other_tasks(argv, message, capsys):
+    from scratchformer.train.cli import main
+
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("texts")
+@pytest.mark.parametrize("method", ["lora", "base"])
+def test_the_command_ends_with_the_held_out_accuracy_and_seconds(method, capsys, monkeypatch):
+    """Two steps of fine-tuning (or none), scored on 8 held-out questions: the last line
+    says what the issue asks of it."""
+    from scratchformer.train import cli
+    from scratchformer.train.cli import main
+
+    monkeypatch.setitem(cli.LETTERS_TRAINING, "n_valid", 4)
+    monkeypatch.setitem(cli.LETTERS_TRAINING, "n_test", 8)
+    assert main(["--task", "count-letters", "--method", method, "--max-steps", "2",
+                 "--quiet"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    score, seconds = last.split()
+    assert score.startswith("accuracy=") and seconds.startswith("seconds=")
+    assert float(score.split("=")[1]) in {i / 8 for i in range(9)}
+    assert (float(seconds.split("=")[1]) > 0) == (method != "base")

