@@ -221,3 +221,39 @@ def test_the_help_states_the_adders_default_positions(capsys):
     assert f"the adder's positions (default {default})" in help_text
     task = sf.AdditionTask()
     assert tr.adder_model(task).config.positions == default  # what --task add then trains
+
+
+class _PoisonedTask(sf.LabellingTask):
+    """Reversal, with one entry of one gradient made NaN at the given step."""
+
+    def __init__(self, poisoned_step):
+        super().__init__(kind="reverse", length=4, vocab_size=5)
+        self.poisoned_step, self.steps = poisoned_step, 0
+
+    def sample(self, rng, count, exclude):  # once a step
+        self.steps += 1
+        return super().sample(rng, count, exclude)
+
+    def loss_and_backward(self, model, batch):  # perhaps on parts of the batch, in replicas
+        loss = super().loss_and_backward(model, batch)
+        if self.steps == self.poisoned_step:
+            model.blocks[0].ffn.grads["w_1"][0, 0] = np.nan
+        return loss
+
+
+def test_a_nan_gradient_stops_training_naming_the_step_and_the_parameter_unupdated():
+    """Two runs from one seed: the one poisoned at step 3 stops there, names the step and the
+    parameter, and leaves every parameter as the clean run had it after step 2."""
+    config = tr.TrainConfig(max_steps=2, warmup_steps=1, eval_every=50, n_valid=8, n_test=8,
+                            batch_size=4, target_accuracy=None)
+    clean_task = _PoisonedTask(poisoned_step=0)
+    clean = tr.train(tr.book_model(clean_task, seed=0, d_model=8, n_heads=2, d_ff=8,
+                                   n_layers=1), clean_task, config)
+    task = _PoisonedTask(poisoned_step=3)
+    model = tr.book_model(task, seed=0, d_model=8, n_heads=2, d_ff=8, n_layers=1)
+    with pytest.raises(FloatingPointError, match=r"training stopped at step 3: .*the gradient "
+                                                 r"for blocks\.0\.ffn\.w_1 is not finite"):
+        tr.train(model, task, dataclasses.replace(config, max_steps=5))
+    for name, layer, key in model.named_parameters():
+        after_two = dict((n, lay.params[k]) for n, lay, k in clean.model.named_parameters())
+        assert np.array_equal(layer.params[key], after_two[name]), name

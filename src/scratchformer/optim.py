@@ -61,16 +61,20 @@ def clip_grad_norm(model, max_norm, *, listed=None):
     The gradient's direction is kept and its length capped. Under plain gradient descent this
     caps the step; under :class:`Adam`, whose step hardly depends on the gradients' scale, it
     limits how much one batch with an unusually large gradient weighs in the running averages.
-    Raises ``FloatingPointError`` if the norm is not finite (a diverged model should stop
-    loudly, not train on NaN). ``listed``: the model's :func:`gradients`, when the caller has
-    them already.
+    Raises ``FloatingPointError`` if the norm is not finite, naming the first parameter whose
+    gradient holds a NaN or inf (a diverged model should stop loudly, not train on NaN).
+    ``listed``: the model's :func:`gradients`, when the caller has them already.
     """
     if not max_norm > 0:
         raise ValueError(f"max_norm must be positive, got {max_norm}")
     listed = gradients(model) if listed is None else listed
     norm = grad_norm(model, listed=listed)
     if not math.isfinite(norm):
-        raise FloatingPointError(f"the gradient norm is {norm}: the model has diverged")
+        bad = next((name for name, _, grad in listed if not np.isfinite(grad).all()), None)
+        where = (f"the gradient for {bad} is not finite (NaN or inf)" if bad is not None
+                 else "the sum of squares overflowed")
+        raise FloatingPointError(f"the gradient norm is {norm}: {where}; the model has "
+                                 "diverged")
     if norm > max_norm:
         factor = max_norm / norm  # a Python float keeps float32 gradients float32
         for _, _, grad in listed:

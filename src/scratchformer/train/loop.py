@@ -290,11 +290,15 @@ def train(model, task, config=TrainConfig(), *, log=None):
                 spent_at_warmup = spent
             lr = _budget_lr(step, spent, spent_at_warmup, c)
         begun = _cpu_clock()
-        if plain:
-            loss, norm = train_step(model, optimiser, task, batch, lr, c.clip_norm)
-        else:
-            loss, norm, stats = precision.train_step(model, optimiser, task, batch, lr, c,
-                                                     scaler)
+        try:  # a NaN or inf stops the run before any parameter is updated (Adam.step)
+            if plain:
+                loss, norm = train_step(model, optimiser, task, batch, lr, c.clip_norm)
+            else:
+                loss, norm, stats = precision.train_step(model, optimiser, task, batch, lr, c,
+                                                         scaler)
+        except (ValueError, FloatingPointError) as error:
+            raise type(error)(f"training stopped at step {step + 1}: {error}") from error
+        if not plain:
             for name, value in stats.items():
                 history.setdefault(name, []).append(value)
         spent += _cpu_clock() - begun
