@@ -162,6 +162,10 @@ def test_the_book_and_the_page_have_icons_of_their_own():
     printed = re.search(icon.format("Print to PDF"), menu)
     assert book and printed, "the two PDF entries of the download menu"
     assert book.group(1) == "fas fa-book" and printed.group(1) != book.group(1)
+    # and words of their own: a reader found two entries reading ".pdf" (issue 50)
+    texts = re.findall(r'<span class="btn__text-container">([^<]*)</span>', menu)
+    assert book_pdf.BOOK_TEXT in texts and book_pdf.PAGE_TEXT in texts
+    assert ".pdf" not in texts
 
 
 @pytest.mark.site
@@ -377,7 +381,9 @@ def test_the_title_page_says_which_commit_and_whether_it_was_changed(tmp_path, m
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01 00:00 UTC
     assert build_pdf.title_page(tmp_path) == {
         "title": "A Book", "author": "", "built": f"Built on 1 January 2026 from commit {head}"}
-    (tmp_path / "new.md").write_text("not committed\n")
+    (tmp_path / "build.log").write_text("an untracked log\n")  # changes nothing printed
+    assert build_pdf.describe_commit(tmp_path) == f"commit {head}"
+    (tmp_path / "_config.yml").write_text("title: Another Book\n")
     assert build_pdf.describe_commit(tmp_path) == f"commit {head}, with uncommitted changes"
 
 

@@ -97,7 +97,8 @@ PAGE_NUMBERS = (PDF_SCRIPTS / "page-numbers.js").read_text()
 
 def describe_commit(root: Path = ROOT, git: str | None = "git") -> str:
     """The commit the book is built from, as the title page prints it: ``commit 1a2b3c4``,
-    with ``, with uncommitted changes`` when ``git status --porcelain`` lists anything, or why
+    with ``, with uncommitted changes`` when a tracked file differs from the commit
+    (``git status --porcelain --untracked-files=no``; an untracked log does not count), or why
     it is unknown (no git, or not a git checkout); never an error."""
     git = git and shutil.which(git)
     if not git:
@@ -105,8 +106,9 @@ def describe_commit(root: Path = ROOT, git: str | None = "git") -> str:
     try:
         head = subprocess.run([git, "rev-parse", "--short", "HEAD"], cwd=root, check=True,
                               capture_output=True, text=True).stdout.strip()
-        status = subprocess.run([git, "status", "--porcelain"], cwd=root, check=True,
-                                capture_output=True, text=True).stdout
+        # tracked files only: logs and scratch files nobody committed change nothing printed
+        status = subprocess.run([git, "status", "--porcelain", "--untracked-files=no"],
+                                cwd=root, check=True, capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "an unknown commit (not a git checkout)"
     return f"commit {head}" + (", with uncommitted changes" if status.strip() else "")

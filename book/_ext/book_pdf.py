@@ -10,6 +10,10 @@ from __future__ import annotations
 
 PDF_NAME = "transformer-from-first-principles.pdf"
 TOOLTIP = "Download the book as PDF"
+#: The two PDF entries of a page's download menu, in words that tell them apart (the theme's
+#: own entry, printing the page, reads ".pdf", as a second entry of ours would).
+BOOK_TEXT = "whole book .pdf"
+PAGE_TEXT = "this page .pdf"
 
 
 def book_pdf_button(pathto) -> dict:
@@ -17,7 +21,7 @@ def book_pdf_button(pathto) -> dict:
     return {
         "type": "link",
         "url": pathto(PDF_NAME, 1),
-        "text": "book .pdf",
+        "text": BOOK_TEXT,
         "tooltip": TOOLTIP,
         "icon": "fas fa-book",  # the page's own .pdf (printing it) has fa-file-pdf
         "label": "download-book-pdf-button",
@@ -31,6 +35,9 @@ def add_book_pdf_button(app, pagename, templatename, context, doctree):
     button = book_pdf_button(context["pathto"])
     groups = [b for b in buttons if b.get("label") == "download-buttons"]
     if groups:
+        for entry in groups[0]["buttons"]:
+            if entry.get("label") == "download-pdf-button":  # the theme's: print the page
+                entry["text"] = PAGE_TEXT
         groups[0]["buttons"].insert(0, button)
         return
     group = {"type": "group", "tooltip": "Download", "icon": "fas fa-download",
