@@ -588,31 +588,31 @@ class SwiGLU(Layer):
         p = self.params
         x = features(x, p["w_gate"].shape[0], "x")
         a = x @ p["w_gate"]  # (..., d_model) @ (d_model, d_ff) -> (..., d_ff)
-        b = x @ p["w_up"]  # (..., d_ff)
+        u = x @ p["w_up"]  # (..., d_ff)
         s = _sigmoid(a)
         gated = a * s  # silu(a)
-        hidden = gated * b
-        self._save(x=x, a=a, b=b, s=s, gated=gated, hidden=hidden)
+        hidden = gated * u  # z
+        self._save(x=x, a=a, u=u, s=s, gated=gated, hidden=hidden)
         return hidden @ p["w_down"]  # (..., d_ff) @ (d_ff, d_model) -> (..., d_model)
 
     def backward(self, d_y):
         """Gradient with respect to the input of the last :meth:`forward`; sets ``grads``."""
         p, saved = self.params, self._saved_for_backward()
-        x, a, b, s = saved["x"], saved["a"], saved["b"], saved["s"]
+        x, a, u, s = saved["x"], saved["a"], saved["u"], saved["s"]
         d_y = output_gradient(d_y, x.shape, "d_y")  # the output has the input's shape
-        d_hidden = d_y @ p["w_down"].T  # (..., d_ff)
-        d_b = d_hidden * saved["gated"]
-        d_a = d_hidden * b * s * (1.0 + a * (1.0 - s))
+        d_hidden = d_y @ p["w_down"].T  # dz, (..., d_ff)
+        d_u = d_hidden * saved["gated"]
+        d_a = d_hidden * u * s * (1.0 + a * (1.0 - s))
         if self.frozen:  # the input's gradient only (module docstring)
             self.grads = None
         else:
             flat_x = x.reshape(-1, x.shape[-1]).T  # (d_model, tokens)
             self.grads = {
                 "w_gate": flat_x @ d_a.reshape(-1, d_a.shape[-1]),
-                "w_up": flat_x @ d_b.reshape(-1, d_b.shape[-1]),
+                "w_up": flat_x @ d_u.reshape(-1, d_u.shape[-1]),
                 "w_down": _affine_grads(saved["hidden"], d_y)[0],
             }
-        return d_a @ p["w_gate"].T + d_b @ p["w_up"].T
+        return d_a @ p["w_gate"].T + d_u @ p["w_up"].T
 
 
 class Linear(Layer):
