@@ -203,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
         seeds = range(low, high + 1)
     else:
         seeds = [int(s) for s in args.seeds.split(",")]
+    unknown = [chapter for chapter in args.chapters if not (ROOT / chapter).is_file()]
+    if unknown:
+        parser.error(f"no chapter file {', '.join(unknown)} (give paths from the repository's "
+                     f"root, as book/warmup.md; the seeded ones: {', '.join(SEEDED_CHAPTERS)})")
     os.environ["SCRATCHFORMER_RUNS"] = args.runs
     jobs = [(chapter, seed) for seed in seeds for chapter in args.chapters]
     context = __import__("multiprocessing").get_context("spawn")
