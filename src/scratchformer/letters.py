@@ -225,7 +225,7 @@ def accuracy(model, tokenizer, questions, **kwargs) -> tuple[float, list[str]]:
 
 
 class CountLettersTask(Task):
-    """Counting letters as a task of the training loop (:mod:`scratchformer.tasks`).
+    """Counting letters as a task of the training loop (a :class:`~scratchformer.Task`).
 
     Parameters
     ----------
@@ -271,7 +271,8 @@ class CountLettersTask(Task):
         return batch(self.tokenizer, questions, self.format)
 
     def loss_and_backward(self, model, batch) -> float:
-        """The mean cross-entropy of the answers' tokens (:func:`masked_cross_entropy`)."""
+        """The mean cross-entropy of the answers' tokens
+        (:func:`~scratchformer.masked_cross_entropy`)."""
         inputs, targets, mask = batch
         loss, d_logits = masked_cross_entropy(model.forward(inputs), targets, mask)
         model.backward(d_logits)

@@ -97,7 +97,7 @@ class Layer:
 
         Their ``backward`` still passes the gradient on to the layers before them, but
         :meth:`trainable_parameters`, which the optimiser reads, leaves their parameters out.
-        A layer added below later (a LoRA adapter, :mod:`scratchformer.lora`) is trained
+        A layer added below later (a LoRA adapter, :func:`~scratchformer.add_lora`) is trained
         unless frozen in turn.
         """
         for _, layer in self._tree():

@@ -131,7 +131,7 @@ class AttentionHeads(Layer):
         return self.n_heads // self.n_kv_heads
 
     def children(self):
-        """The LoRA adapters (:func:`scratchformer.lora.add_lora`), if any, as ``lora_q``,
+        """The LoRA adapters (:func:`scratchformer.add_lora`), if any, as ``lora_q``,
         ``lora_k``, ``lora_v`` and ``lora_o``."""
         return {f"lora_{which}": adapter for which, adapter in self.adapters.items()}
 
