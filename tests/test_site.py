@@ -274,6 +274,10 @@ def test_the_api_reference_lists_its_module_groups_in_its_side_contents(browser,
     def shown(path):
         page, problems = visit(browser, site_url, path, "desktop")
         try:
+            # On a loaded machine the side contents were not yet laid out at networkidle (the
+            # rehearsal of stop 57 read none on the API page); wait until one entry shows.
+            page.locator("#pst-page-toc-nav li.toc-h2").first.wait_for(state="visible",
+                                                                       timeout=60_000)
             return page.evaluate("""() => [...document.querySelectorAll(
                 '#pst-page-toc-nav li')].filter(li => li.checkVisibility()).map(
                 li => li.className.match(/toc-h[0-9]/)[0])"""), problems

@@ -150,6 +150,9 @@ def add_lora(model, *, rank=8, alpha=16.0, targets=("q", "v"), rng=None):
     """Freeze ``model`` and attach a :class:`LoRA` adapter to the chosen projections of each
     of its attention layers; returns the model.
 
+    After the call only the adapters are trained (``model.trainable_parameters()``); the
+    model's outputs are unchanged, bit for bit, until their ``B`` moves.
+
     Parameters
     ----------
     model : Layer
@@ -157,14 +160,12 @@ def add_lora(model, *, rank=8, alpha=16.0, targets=("q", "v"), rng=None):
         :class:`~scratchformer.CausalSelfAttention`), none of which has adapters yet.
     rank : int, default 8
     alpha : float, default 16.0
-        Each adapter's output is scaled by ``alpha / rank``.
-    targets : sequence of {"q", "k", "v", "o"}, default ("q", "v")
-        The projections to adapt (Hu et al.'s choice for GPT-3 is ``W_Q`` and ``W_V``).
+        Each adapter's output is multiplied by alpha over the rank.
+    targets : tuple of str
+        The projections to adapt, among ``"q"``, ``"k"``, ``"v"`` and ``"o"``; default
+        ``W_Q`` and ``W_V``, Hu et al.'s choice for GPT-3.
     rng : numpy.random.Generator, optional
         Source of every adapter's ``A``; default seeded with 0.
-
-    After the call only the adapters are trained (``model.trainable_parameters()``); the
-    model's outputs are unchanged, bit for bit, until their ``B`` moves.
     """
     if isinstance(targets, str):
         targets = (targets,)
