@@ -239,6 +239,11 @@ def accuracy(model, tokenizer, questions, **kwargs) -> tuple[float, list[str]]:
 class CountLettersTask(Task):
     """Counting letters as a task of the training loop (a :class:`~scratchformer.Task`).
 
+    A training batch is ``(inputs, targets, mask)`` (:func:`batch`) of questions on the
+    training words; the held-out sets are questions (a tuple of :class:`Question`) on the
+    held-out words, the validation set's words and the test set's apart. :meth:`evaluate`
+    answers each greedily and scores the exact count (``accuracy``).
+
     Parameters
     ----------
     tokenizer : scratchformer.tokenizer.BPE
@@ -250,11 +255,6 @@ class CountLettersTask(Task):
         How the answers it trains on are written (:meth:`Question.answer`).
     max_new_tokens : int, default 48
         The longest answer :meth:`evaluate` waits for.
-
-    A training batch is ``(inputs, targets, mask)`` (:func:`batch`) of questions on the
-    training words; the held-out sets are questions (a tuple of :class:`Question`) on the
-    held-out words, the validation set's words and the test set's apart. :meth:`evaluate`
-    answers each greedily and scores the exact count (``accuracy``).
     """
 
     name = "count-letters"
