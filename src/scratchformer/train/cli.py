@@ -20,7 +20,7 @@ import numpy as np
 
 from .._threads import blas_threads
 from ..translation import TranslationTask
-from .loop import TrainConfig, train
+from .loop import TrainConfig, seed_streams, train
 from .recipes import (
     ADDER_MODEL,
     ADDER_TRAINING,
@@ -193,7 +193,9 @@ def _count_letters(args, defaults, parser):
         parser.error(str(error))
     method = args.method or "full"
     task = make_task(LETTERS_TASK, tokenizer=tokenizer, format=args.format or "sentence")
-    settings = LETTERS_TRAINING | {"peak_lr": LETTERS_LR.get(method, 1.0)}
+    settings = dict(LETTERS_TRAINING)
+    if method in LETTERS_LR:  # the base model is only scored
+        settings["peak_lr"] = LETTERS_LR[method]
     if args.seconds is not None:
         settings["cpu_seconds"] = args.seconds
     if args.max_steps is not None:
@@ -209,7 +211,9 @@ def _count_letters(args, defaults, parser):
     log = None if args.quiet else print
     with blas_threads(1):
         if method == "base":
-            split = task.split(np.random.default_rng(args.seed), config.n_valid, config.n_test)
+            # the held-out questions a fine-tuned model of this seed is scored on: the loop
+            # draws its split first, from the seed's data stream
+            split = task.split(seed_streams(config.seed)[0], config.n_valid, config.n_test)
             score, answers = accuracy(model, tokenizer, split.test)
             if log:
                 for question, text in list(zip(split.test, answers))[:8]:
