@@ -102,9 +102,11 @@ def masked_cross_entropy(logits, targets, mask):
 
     Raises
     ------
+    TypeError
+        If ``mask`` is not boolean.
     ValueError
-        If ``mask`` is not boolean of ``targets``' shape, or selects no token (a batch with
-        no answer to learn has no loss).
+        If ``mask`` is not of ``targets``' shape, or selects no token (a batch with no answer
+        to learn has no loss).
     """
     logits, targets, mask = np.asarray(logits), np.asarray(targets), np.asarray(mask)
     if mask.dtype != np.bool_:
