@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import chapters as chapter_needs
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
 FINGERPRINT = BUILD / ".inputs-fingerprint"
@@ -50,23 +52,18 @@ TIMES = BUILD / ".execution-seconds.json"  # each chapter's last execution time:
 FAILED = BUILD / ".failed-chapters"  # those whose code failed in the last pass: they go first
 WORKERS = 2
 #: The chapters the Sphinx build executes, alone and with BLAS's default threads, after the
-#: parallel pass: the appendix on speed measures what every core gives, the KV cache's chapter
-#: plots seconds per token, and decoding's prints each search's milliseconds. The other
-#: chapters that time code say nothing a second kernel beside them changes: the tokenizer
-#: counts CPU-seconds, the chapter on long sequences and the one on training report their
-#: interleaved rounds or their run's seconds as what this build measured.
-ALONE = ("book/appendix_speed.md", "book/kv_cache.md", "book/decoding.md")
+#: parallel pass: those whose front matter says ``alone: true`` (``tools/chapters.py``). The
+#: appendix on speed measures what every core gives, the KV cache's chapter plots seconds per
+#: token, and decoding's prints each search's milliseconds. The other chapters that time code
+#: say nothing a second kernel beside them changes: the tokenizer counts CPU-seconds, the
+#: chapter on long sequences and the one on training report their interleaved rounds or their
+#: run's seconds as what this build measured.
+ALONE = chapter_needs.alone()
 #: Chapters of the parallel pass that read a run (``scratchformer.book.runs``) another chapter
-#: trains, and that chapter: each starts once its trainer is done. Started together, one
-#: worker would wait on the run's lock while the other trains it (in a clean build, sampling
-#: waited for language modelling's run about 58 s of its 62).
-AFTER = {"book/sampling.md": "book/language_modelling.md",
-         "book/fewer_bits.md": "book/language_modelling.md",
-         "book/half_precision.md": "book/language_modelling.md",
-         "book/rotary_adder.md": "book/decoder_only.md",
-         "book/trained_translator.md": "book/translation.md",
-         "book/decoding_translator.md": "book/translation.md",
-         "book/trained_attention.md": "book/training.md"}
+#: trains, and that chapter (``after:`` in the front matter): each starts once its trainer is
+#: done. Started together, one worker would wait on the run's lock while the other trains it
+#: (in a clean build, sampling waited for language modelling's run about 58 s of its 62).
+AFTER = chapter_needs.after()
 ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                                       "MKL_NUM_THREADS")}
 
@@ -210,7 +207,7 @@ def execute_missing(env: dict) -> list[tuple[str, str]]:
     if not missing:
         return []
     times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
-    from .seed_sweep import SEEDED_CHAPTERS
+    seeded = chapter_needs.seeded()
 
     name_of = {path: str(path.relative_to(ROOT)) for path in missing}
 
@@ -223,7 +220,7 @@ def execute_missing(env: dict) -> list[tuple[str, str]]:
         # end the pass with one worker idle. A failed chapter that reads another chapter's
         # run (AFTER) still waits for that chapter.
         name = name_of[path]
-        return name not in failed_before, -times.get(name, 0.0), name not in SEEDED_CHAPTERS
+        return name not in failed_before, -times.get(name, 0.0), name not in seeded
 
     alone = [p for p in missing if name_of[p] in ALONE]
     pooled = sorted((p for p in missing if p not in alone), key=key)

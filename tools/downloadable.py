@@ -725,6 +725,7 @@ def standalone(notebook, docname: str, targets: Targets | None, repository: str,
     note = _cell(nbformat.v4.new_markdown_cell, nb.READER_NOTE, minor)
     notebook.cells = [note, install_cell(repository, ref, minor, torch, texts, model)] + cells
     notebook.metadata.pop("jupytext", None)  # a plain notebook, not paired with a MyST file
+    notebook.metadata.pop("scratchformer", None)  # what the build needs (tools/chapters.py)
     notebook.metadata[MARKER] = True
     return notebook
 

@@ -29,17 +29,14 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from . import chapters
 from .build_book import ONE_THREAD, _read_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The chapters whose claims rest on trained runs (or on random initialisations) that
-#: ``book_seed`` chooses.
-SEEDED_CHAPTERS = ("book/training.md", "book/trained_attention.md", "book/post_ln_pre_ln.md",
-                   "book/warmup.md", "book/translation.md", "book/trained_translator.md",
-                   "book/decoding.md", "book/decoding_translator.md", "book/decoder_only.md",
-                   "book/rotary_adder.md", "book/language_modelling.md", "book/sampling.md",
-                   "book/fewer_bits.md", "book/half_precision.md")
+#: ``book_seed`` chooses: those whose front matter says ``seeded: true`` (tools/chapters.py).
+SEEDED_CHAPTERS = chapters.seeded()
 
 # Run in the kernel before the chapter: every assert becomes _sweep_record(...), which
 # appends one JSON line to $SWEEP_RECORD and never raises.
