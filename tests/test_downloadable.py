@@ -149,7 +149,8 @@ def test_the_chapters_that_compare_with_pytorch_or_read_texts_are_told_apart():
     assert "book/decoding_translator" not in with_texts
     assert uses("book/decoding_translator", r"\bcorpus\b")
     with_model = [page for page in CHAPTERS if needs(page)[2]]
-    assert with_model == ["book/real_model", "book/llama_options", "book/fewer_bits"]
+    assert with_model == ["book/real_model", "book/llama_options", "book/fewer_bits",
+                          "book/fine_tuning"]
 
 
 def html_text(page: str) -> str:

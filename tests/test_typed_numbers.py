@@ -166,6 +166,9 @@ PER_FILE: dict[str, dict[str, str]] = {
     "book/tokenization.md": {
         "150,000": "the size of Unicode's repertoire, about 150,000 characters since Unicode 15: "
                    "a fact of the standard, stated as round as the sentence needs it"},
+    "book/fine_tuning.md": {
+        "821": "the number of LLMs-from-scratch's issue that reported the alpha-alone bug: a "
+               "name, not a result"},
 }
 
 
