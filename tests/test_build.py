@@ -165,7 +165,7 @@ def test_breaking_the_package_fails_the_next_build(tmp_path):
 
     def build():
         return subprocess.run([sys.executable, "-m", "tools.build_book"], cwd=repo,
-                              capture_output=True, text=True, timeout=900)
+                              capture_output=True, text=True, timeout=1800)
 
     def executed(run):  # by the parallel pass or by Sphinx
         log = run.stdout + run.stderr
