@@ -23,14 +23,13 @@ import argparse
 import concurrent.futures
 import datetime
 import os
-import pprint
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from text_time_to_loss import ROOT, machine  # noqa: E402  (the same record of the machine)
+from text_time_to_loss import ROOT, machine, write_record  # noqa: E402  (the same record)
 
 MODULE = ROOT / "src" / "scratchformer" / "book" / "measured_fine_tuning.py"
 
@@ -112,10 +111,7 @@ def main() -> int:
               f"CPU-s, held-out accuracy {r['accuracy']:.3f} ({r['date']}, {r['commit']})")
     commits = sorted({r["commit"] for r in runs})
     where |= {"date": max(r["date"] for r in runs), "commit": ", ".join(commits)}
-    record = {"machine": where, "runs": runs}
-    MODULE.write_text(HEADER + "FINE_TUNING = " + pprint.pformat(record, width=96,
-                                                                 sort_dicts=False) + "\n")
-    print(f"written: {MODULE.relative_to(ROOT)}")
+    write_record(MODULE, HEADER, "FINE_TUNING", {"machine": where, "runs": runs})
     return 0
 
 

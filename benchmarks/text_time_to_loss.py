@@ -85,6 +85,14 @@ def machine() -> dict:
             "numpy": np.__version__, "python": platform.python_version()}
 
 
+def write_record(module: Path, header: str, name: str, record: dict) -> None:
+    """Write ``record`` as the module's one constant ``name``, below its docstring
+    ``header``, and say where (the chapters import it; it is written, never typed)."""
+    module.write_text(header + f"{name} = " + pprint.pformat(record, width=96,
+                                                              sort_dicts=False) + "\n")
+    print(f"written: {module.relative_to(ROOT)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budgets", type=float, nargs="+", default=[180.0, 600.0])
@@ -100,10 +108,7 @@ def main() -> int:
     for r in runs:
         print(f"{r['tokenizer']:>5} {r['budget_seconds']:>6.0f} CPU-s: {r['steps']:>5} steps, "
               f"{r['bits_per_char']:.3f} bits/char ({r['cpu_seconds']:.0f} s)")
-    record = {"machine": where, "runs": runs}
-    MODULE.write_text(HEADER + "TIME_TO_LOSS = " + pprint.pformat(record, width=96,
-                                                                  sort_dicts=False) + "\n")
-    print(f"written: {MODULE.relative_to(ROOT)}")
+    write_record(MODULE, HEADER, "TIME_TO_LOSS", {"machine": where, "runs": runs})
     return 0
 
 
