@@ -105,6 +105,37 @@ def test_code_cells_fit_the_page(chapter):
     assert too_long == [], f"{chapter.name}: code lines wider than the page (79)"
 
 
+def fenced_code_lines(text: str):
+    """(line number, text) of the lines of the plain fenced blocks of a chapter's text
+    (```bash, ```text, ```: a command or an output shown as it is, not a code cell or a
+    directive)."""
+    fence = None  # the opening fence and its info string while inside a block
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = re.match(r"^\s*(`{3,}|~{3,})(.*)$", line)
+        if match and fence is None:
+            fence = (match[1], match[2].strip())
+            continue
+        if match and match[1] == fence[0] and not match[2].strip():
+            fence = None
+            continue
+        if fence is not None and re.fullmatch(r"[a-z0-9]*", fence[1]):
+            yield number, line
+
+
+def test_a_fenced_block_is_read_by_its_lines():
+    text = "```bash\nls\n```\n\n```{code-cell} ipython3\nx = 1\n```\n~~~\ny\n~~~\n"
+    assert list(fenced_code_lines(text)) == [(2, "ls"), (9, "y")]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name for c in CHAPTERS])
+def test_commands_shown_fit_the_page(chapter):
+    """A command in a plain block scrolls on the page like code does (a line of 97
+    characters was 133 px wider than its box at 1280 px): break it with a backslash."""
+    too_long = [(n, line) for n, line in fenced_code_lines(chapter.read_text())
+                if len(line) > 79]
+    assert too_long == [], f"{chapter.name}: lines wider than the page (79)"
+
+
 # A call that trains a model: the training loop (``tr.train``, or ``train`` imported from
 # ``scratchformer.train``) or a run shared by the chapters (``sfb.train_once``); not a
 # method called ``train`` (PyTorch's ``module.train()``, ``tk.BPE.train``).

@@ -184,6 +184,8 @@ def test_the_task_holds_out_words_and_trains_on_the_others(tokenizer):
                                                     "count-letters"),
     (["--task", "reverse", "--seconds", "5"], "--seconds applies to --task text and --task "
                                               "count-letters only"),
+    (["--task", "reverse", "--lr", "0"], "--lr must be finite and positive, got 0"),
+    (["--task", "count-letters", "--lr", "nan"], "--lr must be finite and positive, got nan"),
 ])
 def test_the_command_refuses_options_of_other_tasks(argv, message, capsys):
     from scratchformer.train.cli import main
@@ -191,6 +193,25 @@ def test_the_command_refuses_options_of_other_tasks(argv, message, capsys):
     with pytest.raises(SystemExit):
         main(argv)
     assert message in capsys.readouterr().err
+
+
+def test_the_learning_rate_given_is_the_one_trained_with(monkeypatch):
+    """--lr replaces the recipe's peak rate: the configuration the loop receives says so
+    (the loop itself is not run)."""
+    from scratchformer.train import cli
+
+    seen = []
+
+    def record(model, task, config, log=None):
+        seen.append(config.peak_lr)
+        raise KeyboardInterrupt  # stop before any training
+
+    monkeypatch.setattr(cli, "train", record)
+    for argv, expected in ((["--task", "reverse", "--lr", "7e-4"], 7e-4),
+                           (["--task", "reverse"], cli.TrainConfig().peak_lr)):
+        with pytest.raises(KeyboardInterrupt):
+            cli.main(argv + ["--max-steps", "1"])
+        assert seen.pop() == expected
 
 
 @pytest.mark.slow

@@ -226,6 +226,10 @@ def execute_missing(env: dict) -> list[tuple[str, str]]:
     pooled = sorted((p for p in missing if p not in alone), key=key)
     print(f"build_book: executing {len(pooled)} chapters, {WORKERS} at a time (the Sphinx "
           f"build then executes {len(alone)} alone)", flush=True)
+    again = [name_of[p] for p in pooled if name_of[p] in failed_before]
+    if again:
+        print(f"build_book: first the chapters that failed in the last build: "
+              f"{' '.join(again)}", flush=True)
 
     failed = []
 

@@ -84,6 +84,10 @@ def main(argv=None):
                         help="--task count-letters only: the answers trained on, a sentence "
                              "with the count (default) or the word spelled out first")
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--lr", type=float, default=None,
+                        help="the peak learning rate (default: the task's recipe; for "
+                             f"--task count-letters {LETTERS_LR['full']:g} full, "
+                             f"{LETTERS_LR['lora']:g} LoRA)")
     parser.add_argument("--max-steps", type=int, default=None,
                         help=f"default {defaults.max_steps} "
                              f"({ADDER_TRAINING['max_steps']} for the adder, "
@@ -119,6 +123,8 @@ def main(argv=None):
         parser.error("--norm does not apply to --task text: the text model is pre-LN")
     if args.seconds is not None and not (math.isfinite(args.seconds) and args.seconds > 0):
         parser.error(f"--seconds must be finite and positive, got {args.seconds:g}")
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+        parser.error(f"--lr must be finite and positive, got {args.lr:g}")
     if args.seed < 0:
         parser.error(f"--seed must be a non-negative integer, got {args.seed}")
     adder = args.task == "add"
@@ -153,6 +159,8 @@ def main(argv=None):
                                      warmup_steps=warmup, gradients=args.gradients,
                                      micro_batches=args.micro_batches,
                                      loss_scaling=args.loss_scaling, weights=args.weights)
+        if args.lr is not None:
+            config = dataclasses.replace(config, peak_lr=args.lr)
     except ValueError as error:
         parser.error(str(error))
     if text:
@@ -195,7 +203,9 @@ def _count_letters(args, defaults, parser):
     task = make_task(LETTERS_TASK, tokenizer=tokenizer, format=args.format or "sentence")
     settings = dict(LETTERS_TRAINING)
     if method in LETTERS_LR:  # the base model is only scored
-        settings["peak_lr"] = LETTERS_LR[method]
+        settings["peak_lr"] = LETTERS_LR[method] if args.lr is None else args.lr
+    elif args.lr is not None:
+        parser.error("--lr does not apply to --method base: the model is only scored")
     if args.seconds is not None:
         settings["cpu_seconds"] = args.seconds
     if args.max_steps is not None:
