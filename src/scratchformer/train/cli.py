@@ -234,7 +234,8 @@ def _count_letters(args, defaults, parser):
             add_lora(model, rng=np.random.default_rng(args.seed), **LORA)
         trained = sum(layer.params[key].size for _, layer, key in model.trainable_parameters())
         if log:
-            log(f"{method}: {trained:,} trainable parameters of {model.num_parameters:,}")
+            log(f"{method}: {trained:,} trainable parameters of {model.num_parameters:,}, "
+                f"peak learning rate {config.peak_lr:g}")
         result = train(model, task, config, log=log)
     print(f"steps={result.steps}")
     print(f"accuracy={result.test_accuracy:.4f} seconds={result.cpu_seconds:.1f}")
