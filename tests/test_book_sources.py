@@ -205,3 +205,14 @@ def test_the_settings_check_can_fail():
     }
     assert sorted(runs_without_settings(chapters)) == [
         "forgets.md", "imported.md", "links_elsewhere.md", "loop.md", "says.md"]
+
+
+def test_every_chapter_has_two_exercises():
+    """The house's rule: a chapter ends with at least two exercises (each with a solution
+    whose cell runs at build time). The package's reference page is not a chapter."""
+    from tools.chapters import chapter_names
+
+    few = {name: text.count("```{exercise}") for name in chapter_names()
+           if name != "book/api.md"
+           and (text := (ROOT / name).read_text()).count("```{exercise}") < 2}
+    assert few == {}, f"chapters with fewer than two exercises: {few}"
