@@ -16,6 +16,8 @@ which CPU and BLAS kernel, into ``src/scratchformer/book/measured_fine_tuning.py
 chapter prints as a table of what this script measured (not what the build did). Run it again
 after a change to the model, the task or the training, and commit the module it rewrites.
 
+Each run says the machine it ran on (its CPU, cores and BLAS kernel): runs recorded on
+different machines are compared in CPU-seconds of different CPUs.
 The record keeps the runs of other commands it already holds (another format, another peak
 learning rate, another method): a run replaces only the one of the same command. Each run
 says its peak learning rate (``--lr``, or the recipe's, which the command prints).
@@ -104,6 +106,10 @@ def parse(text: str, method: str, format: str, seconds: float, seed: int,
             "accuracy": float(last["accuracy"]), "n_test": n_test, "valid": valid}
 
 
+#: What the record says of the machine each run ran on.
+MACHINE = ("cpu", "cores", "blas_kernel", "numpy", "python")
+
+
 def key(run: dict) -> tuple:
     """What makes two runs runs of the same command."""
     return (run["method"], run["format"], run["seed"], run["budget_seconds"], run["peak_lr"])
@@ -122,10 +128,13 @@ def recorded() -> list[dict]:
         return []
     namespace: dict = {}
     exec(compile(MODULE.read_text(), str(MODULE), "exec"), namespace)
-    runs = list(namespace["FINE_TUNING"]["runs"])
+    record = namespace["FINE_TUNING"]
+    runs = list(record["runs"])
     for run in runs:  # recorded before the record said its rate: the commit's recipe's
         if "peak_lr" not in run:
             run["peak_lr"] = None if run["method"] == "base" else recipe_lr(run)
+        if "machine" not in run:  # ... or its machine: the one the record named then
+            run["machine"] = {key: record["machine"][key] for key in MACHINE}
     return runs
 
 
@@ -168,10 +177,12 @@ def main() -> int:
     for r in runs:
         print(f"{r['method']:>4} {r['format']}: {r['steps']:>4} steps in {r['cpu_seconds']:.0f} "
               f"CPU-s, held-out accuracy {r['accuracy']:.3f} ({r['date']}, {r['commit']})")
+    for r in runs:  # a log read again (--reuse) was written on this machine too
+        r["machine"] = {key: where[key] for key in MACHINE}
     runs = merged(recorded(), runs)
     commits = sorted({r["commit"] for r in runs})
-    where |= {"date": max(r["date"] for r in runs), "commit": ", ".join(commits)}
-    write_record(MODULE, HEADER, "FINE_TUNING", {"machine": where, "runs": runs})
+    when = {"date": max(r["date"] for r in runs), "commit": ", ".join(commits)}
+    write_record(MODULE, HEADER, "FINE_TUNING", {"recorded": when, "runs": runs})
     return 0
 
 

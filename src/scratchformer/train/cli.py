@@ -81,8 +81,9 @@ def main(argv=None):
                              f"{' and '.join('W_' + t.upper() for t in LORA['targets'])}, "
                              "or score the base model without training")
     parser.add_argument("--format", choices=("sentence", "spelled"), default=None,
-                        help="--task count-letters only: the answers trained on, a sentence "
-                             "with the count (default) or the word spelled out first")
+                        help="--task count-letters only: the answers trained on, the word "
+                             "spelled out before the count (default) or a sentence with the "
+                             "count alone")
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--lr", type=float, default=None,
                         help="the peak learning rate (default: the task's recipe; for "
@@ -200,7 +201,7 @@ def _count_letters(args, defaults, parser):
     except FileNotFoundError as error:
         parser.error(str(error))
     method = args.method or "full"
-    task = make_task(LETTERS_TASK, tokenizer=tokenizer, format=args.format or "sentence")
+    task = make_task(LETTERS_TASK, tokenizer=tokenizer, format=args.format or "spelled")
     settings = dict(LETTERS_TRAINING)
     if method in LETTERS_LR:  # the base model is only scored
         settings["peak_lr"] = LETTERS_LR[method] if args.lr is None else args.lr

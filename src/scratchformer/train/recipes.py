@@ -155,7 +155,7 @@ LETTERS_TRAINING = {"batch_size": 8, "max_steps": 1_000_000, "warmup_steps": 10,
                     "eval_every": 25, "n_valid": 40, "n_test": 500, "target_accuracy": None,
                     "weight_decay": 0.0, "cpu_seconds": 1800.0}
 #: The peak learning rate of each method of fine-tuning.
-LETTERS_LR = {"full": 3e-5, "lora": 1e-3}
+LETTERS_LR = {"full": 1.5e-4, "lora": 1e-3}
 #: The adapters of LoRA fine-tuning (:func:`scratchformer.add_lora`).
 LORA = {"rank": 8, "alpha": 16.0, "targets": ("q", "v")}
 
