@@ -232,4 +232,4 @@ def test_breaking_the_package_fails_the_next_build(tmp_path):
     first = re.search(r"build_book: first the chapters that failed in the last build: (.*)",
                       again.stdout)
     assert first and first[1].split() == [failed[1]]
-    assert "build_book: the build stops:" in again.stdout
+    assert "build_book: the build stops:" in again.stdout + again.stderr
